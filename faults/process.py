@@ -1,0 +1,73 @@
+"""Process faults: kill with a signal, restart on the same data, pause and resume.
+
+Each returns only once Docker reports the effect (the process is gone, frozen or running
+again); a fault that did not take effect raises NotReached.
+"""
+
+from __future__ import annotations
+
+from faults.timeline import Timeline
+from fixtures.cluster import Cluster
+from fixtures.errors import NotReached
+from fixtures.nodes import Node
+from fixtures.waiting import WaitTimeout, wait_until
+
+
+def _await_status(node: Node, wanted: set[str], what: str, timeout: float = 30.0) -> None:
+    try:
+        wait_until(node.status, lambda s: s in wanted, what=what, timeout=timeout)
+    except WaitTimeout as exc:
+        raise NotReached(f"{node.name} {what}", f"status {exc.last}") from None
+
+
+def kill(
+    cluster: Cluster, node: Node, timeline: Timeline | None = None, *, signal: str = "SIGKILL"
+) -> None:
+    """Deliver a real signal to the node's process. SIGKILL is a crash without any shutdown
+    work; SIGTERM runs Kafka's controlled shutdown."""
+    if node.status() != "running":
+        raise NotReached(f"{node.name} running before {signal}", f"status {node.status()}")
+    node.kill(signal)
+    # SIGTERM leaves Kafka time for a controlled shutdown (it moves leaders away first).
+    _await_status(
+        node, {"exited"}, f"exited after {signal}", timeout=120 if signal == "SIGTERM" else 30
+    )
+    if timeline is not None:
+        timeline.record("fault", "kill", node=node.name, signal=signal, exit_code=node.exit_code())
+
+
+def restart(
+    cluster: Cluster, node: Node, timeline: Timeline | None = None, *, timeout: float = 120.0
+) -> None:
+    """Start a stopped node again on its own data dirs and wait until it is registered."""
+    node.start()
+    _await_status(node, {"running"}, "running again")
+    if node.is_broker:
+        wait_until(
+            cluster.registered_brokers,
+            lambda ids: node.node_id in ids,
+            what=f"broker {node.node_id} registered again after restart",
+            timeout=timeout,
+            describe=sorted,
+            abort=lambda: (
+                None if node.status() == "running" else f"{node.name} exited:\n{node.tail_log()}"
+            ),
+        )
+    if timeline is not None:
+        timeline.record("heal", "restart", node=node.name)
+
+
+def pause(node: Node, timeline: Timeline | None = None) -> None:
+    """Freeze every process of the node (cgroup freezer): no CPU, no timers, no replies.
+    Requests sent to it queue in its sockets and are served on resume."""
+    node.pause()
+    _await_status(node, {"paused"}, "paused")
+    if timeline is not None:
+        timeline.record("fault", "pause", node=node.name)
+
+
+def resume(node: Node, timeline: Timeline | None = None) -> None:
+    node.unpause()
+    _await_status(node, {"running"}, "running after resume")
+    if timeline is not None:
+        timeline.record("heal", "resume", node=node.name)

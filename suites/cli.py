@@ -1,0 +1,163 @@
+"""The `logfork` command.
+
+    logfork run kip-279-s1-equal --kafka-version 1.1.1      reproduce a KIP scenario
+    logfork list                                             the scenarios
+    logfork audit DIR [DIR ...]                              judge broker log dirs
+    logfork prepare --kafka-version 3.9.2                    build images, fetch jars
+    logfork clean                                            remove leftovers of dead runs
+
+Errors about the machine or the input print one paragraph and exit 2; no tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fixtures.errors import LogforkError
+from fixtures.releases import NEWEST_3_9, NEWEST_4
+
+
+def _add_target(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
+    parser.add_argument(
+        "--kafka-version",
+        action="append" if many else "store",
+        required=True,
+        metavar="V",
+        help=f"a Kafka release (e.g. 1.1.1, 2.8.2, {NEWEST_3_9}, {NEWEST_4}) or the path of a "
+        "local distribution (KAFKA_HOME directory or .tgz)" + ("; repeatable" if many else ""),
+    )
+    parser.add_argument(
+        "--base-image",
+        metavar="IMAGE",
+        help="run nodes on this local image (needs java, iptables, iproute2) instead of "
+        "the Debian-built one",
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from fixtures.releases import resolve
+    from suites import registry
+    from suites.scenario import run
+
+    scenario = registry.get(args.scenario)
+    release = resolve(args.kafka_version).release
+    mode = args.kafka_mode or next(
+        (m for m in scenario.modes if m in release.modes), release.modes[0]
+    )
+    verdict = run(
+        scenario, args.kafka_version, mode, out=Path(args.out), base_image=args.base_image
+    )
+    print(verdict.headline())
+    if verdict.run_dir:
+        print(f"run directory: {verdict.run_dir}")
+        phases = ", ".join(f"{k} {v:.1f}s" for k, v in verdict.phases.items())
+        print(f"wall time: {phases}")
+    return verdict.exit_code
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from suites.registry import SCENARIOS
+
+    for s in SCENARIOS.values():
+        fixed = f"fixed in {s.fixed_in}" if s.fixed_in else "must hold everywhere"
+        refs = " ".join(x for x in (s.kip, s.jira) if x)
+        print(f"{s.id:28} {fixed:22} {refs:22} {s.title}")
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from fixtures.images import ensure_base_image, image_size
+    from fixtures.releases import resolve
+
+    for spec in args.kafka_version:
+        dist = resolve(spec)
+        image = ensure_base_image(dist.release.java, args.base_image)
+        print(
+            f"Kafka {dist.release}: {len(dist.jars)} jars ({dist.size_bytes / 1e6:.1f} MB) in "
+            f"{dist.libs}; image {image} ({image_size(image) / 1e6:.0f} MB)"
+        )
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from fixtures import cleanup, engine
+
+    containers, networks = cleanup.remove_leftovers(engine.client(), include_live=args.all)
+    print(f"removed {containers} container(s) and {networks} network(s) left by logfork")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from checkers import audit
+
+    return audit.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logfork",
+        description="Fault-injection suite that proves Kafka replicas never diverge, on real "
+        "clusters.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "run",
+        help="run one KIP scenario against a fresh cluster",
+        description="Run a scenario; exit 0 when the release behaves as its KIP "
+        "says (fixed and clean, or not fixed and the bug reproduced), 1 when it "
+        "does not, 3 when the scenario could not reach its states.",
+    )
+    p.add_argument("scenario", help="scenario id (see `logfork list`)")
+    _add_target(p)
+    p.add_argument(
+        "--kafka-mode",
+        choices=("zk", "kraft"),
+        help="default: ZooKeeper where the release has it, else KRaft",
+    )
+    p.add_argument(
+        "--out", default="runs", metavar="DIR", help="where run directories go (default: runs/)"
+    )
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("list", help="list the scenarios")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser(
+        "audit",
+        help="judge the logs in broker log dirs (no cluster needed)",
+        description="Read every replica's segments straight from disk and judge "
+        "whether replicas diverged. Exit 0: all consistent; 1: a partition "
+        "diverged; 2: an input could not be read at all.",
+    )
+    from checkers import audit
+
+    audit.add_arguments(p)
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("prepare", help="build the base images and fetch the jars of releases")
+    _add_target(p, many=True)
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("clean", help="remove containers and networks of runs that are gone")
+    p.add_argument("--all", action="store_true", help="also remove those of runs still in progress")
+    p.set_defaults(func=cmd_clean)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LogforkError as exc:
+        print(f"logfork: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("logfork: interrupted; the cluster was torn down", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

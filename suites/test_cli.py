@@ -1,0 +1,94 @@
+"""The `logfork` command's own behaviour: help, listing, and errors as one paragraph.
+
+These run the real command in a subprocess; the engine-down case points DOCKER_HOST at a
+socket where nothing listens, which is exactly what a stopped engine looks like.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def logfork(*args, env=None, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "suites.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def assert_one_paragraph_error(result, *fragments):
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.stderr.startswith("logfork: ")
+    for fragment in fragments:
+        assert fragment in result.stderr
+
+
+def test_help_lists_commands():
+    result = logfork("--help")
+    assert result.returncode == 0
+    for command in ("run", "audit", "list", "prepare", "clean"):
+        assert command in result.stdout
+
+
+def test_list_names_every_scenario():
+    from suites.registry import SCENARIOS
+
+    result = logfork("list")
+    assert result.returncode == 0
+    for scenario_id in SCENARIOS:
+        assert scenario_id in result.stdout
+
+
+def test_unknown_scenario():
+    assert_one_paragraph_error(
+        logfork("run", "kip-999", "--kafka-version", "3.9.2"),
+        "There is no scenario 'kip-999'",
+        "smoke",
+    )
+
+
+def test_release_that_does_not_exist():
+    result = logfork("run", "smoke", "--kafka-version", "9.9.9")
+    assert_one_paragraph_error(result, "Kafka 9.9.9")
+    # It says which versions exist (from Maven Central, or the cache when offline).
+    assert "3.9.2" in result.stderr
+
+
+def test_not_a_version():
+    assert_one_paragraph_error(
+        logfork("run", "smoke", "--kafka-version", "latest"), "'latest' is not a Kafka version"
+    )
+
+
+@pytest.mark.parametrize("command", [["prepare"], ["run", "smoke"]])
+def test_docker_engine_not_running(tmp_path, command):
+    dead = f"unix://{tmp_path}/no-engine.sock"
+    result = logfork(*command, "--kafka-version", "3.9.2", env={"DOCKER_HOST": dead})
+    assert_one_paragraph_error(result, "No Docker engine answers", "dockerd")
+
+
+def test_pytest_plugin_rejects_unknown_release(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/test_smoke.py",
+            "--kafka-version",
+            "9.9.9",
+            "-p",
+            "no:cacheprovider",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert "Kafka 9.9.9 does not exist" in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
