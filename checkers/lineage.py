@@ -1,0 +1,401 @@
+"""A replica's lineage, shared by the protocol model and the checker, and the log dir reader.
+
+A lineage is what one broker holds of one partition: its batches in offset order, the
+leader epoch start offsets they imply and the ones its ``leader-epoch-checkpoint`` claims
+(KIP-101's "Leader Epoch Sequence File"), its log start offset, high watermark and log end
+offset.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    PARTITION_METADATA,
+    QUORUM_STATE,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    QuorumState,
+    read_leader_epoch_checkpoint,
+    read_meta_properties,
+    read_offset_checkpoint,
+    read_partition_metadata,
+    read_quorum_state,
+)
+from checkers.errors import BadPropertiesFile, LogReadError, TornTail, UnreadableFile
+from checkers.metadata_log import METADATA_TOPICS, MetadataLog, decode_metadata_log
+from checkers.records import Batch, make_batch
+from checkers.segments import scan_partition
+
+EpochStarts = list[tuple[int, int]]
+
+PARTITION_DIR_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._@-]+)-(?P<partition>\d+)$")
+# Partition dirs Kafka is deleting (async topic deletion), moving between log dirs
+# (KIP-113) or no longer owns (KRaft stray replicas): not live replicas.
+SIDELINED_DIR_RE = re.compile(r"^.+-\d+\.[^.]+-(delete|future|stray)$")
+
+
+def derive_epoch_starts(batches: Iterable[Batch]) -> EpochStarts:
+    """Epoch start offsets as a broker's epoch cache assigns them while appending batches:
+    a new entry when a batch carries an epoch above the latest one (KIP-101 step 4.7.1).
+    v0/v1 batches carry no epoch (-1) and add nothing."""
+    starts: EpochStarts = []
+    latest = -1
+    for b in batches:
+        if b.leader_epoch > latest:
+            latest = b.leader_epoch
+            starts.append((latest, b.base_offset))
+    return starts
+
+
+@dataclass
+class Lineage:
+    topic: str
+    partition: int
+    broker_id: int
+    batches: list[Batch] = field(default_factory=list)
+    derived_epoch_starts: EpochStarts | None = None  # None: derive from the batches
+    checkpointed_epoch_starts: EpochStarts | None = None  # None: no checkpoint file
+    log_start_offset: int | None = None
+    high_watermark: int | None = None
+    log_end_offset: int | None = None
+    recovery_point: int | None = None
+    torn_tail: TornTail | None = None
+    errors: list[LogReadError] = field(default_factory=list)
+    path: str | None = None
+    topic_id: str | None = None
+    transient_files: list[str] = field(default_factory=list)
+    _bases: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.derived_epoch_starts is None:
+            self.derived_epoch_starts = derive_epoch_starts(self.batches)
+        if self.log_start_offset is None:
+            self.log_start_offset = self.batches[0].base_offset if self.batches else 0
+        if self.log_end_offset is None:
+            self.log_end_offset = (
+                self.batches[-1].last_offset + 1 if self.batches else self.log_start_offset
+            )
+        self._bases = [b.base_offset for b in self.batches]
+
+    # -- construction -----------------------------------------------------------------
+
+    @classmethod
+    def from_spec(
+        cls,
+        broker_id: int,
+        spec: Sequence[Sequence[Any]],
+        *,
+        topic: str = "t",
+        partition: int = 0,
+        high_watermark: int | None = None,
+        log_start_offset: int | None = None,
+        log_end_offset: int | None = None,
+        epochs: EpochStarts | None = None,
+        recovery_point: int | None = None,
+    ) -> Lineage:
+        """A lineage from ``[(base, last, epoch), ...]`` or ``(base, last, epoch, tag)``.
+
+        Batches with equal (base, last, epoch, tag) get equal CRCs, so two replicas built
+        from the same spec hold the same batches; an int tag is taken as the CRC itself.
+        `epochs` stands for the replica's epoch cache (its checkpoint file), e.g. a leader
+        that has started an epoch but not yet written to it.
+        """
+        batches = []
+        position = 0
+        for item in spec:
+            base, last, epoch = item[0], item[1], item[2]
+            tag = item[3] if len(item) > 3 else ""
+            crc = (
+                tag if isinstance(tag, int) else zlib.crc32(f"{base}:{last}:{epoch}:{tag}".encode())
+            )
+            batches.append(
+                make_batch(
+                    base,
+                    last,
+                    epoch,
+                    crc,
+                    True,
+                    61,
+                    2,
+                    last - base + 1,
+                    "none",
+                    False,
+                    False,
+                    -1,
+                    -1,
+                    -1,
+                    -1,
+                    "spec",
+                    position,
+                )
+            )
+            position += 61
+        return cls(
+            topic,
+            partition,
+            broker_id,
+            batches,
+            checkpointed_epoch_starts=None if epochs is None else list(epochs),
+            log_start_offset=log_start_offset,
+            high_watermark=high_watermark,
+            log_end_offset=log_end_offset,
+            recovery_point=recovery_point,
+        )
+
+    # -- queries ----------------------------------------------------------------------
+
+    @property
+    def epoch_starts(self) -> EpochStarts:
+        return self.derived_epoch_starts or []
+
+    @property
+    def leo(self) -> int:
+        return self.log_end_offset or 0
+
+    @property
+    def tail_epoch(self) -> int:
+        """Leader epoch of the last batch (-1 for an empty or pre-v2 log)."""
+        return self.batches[-1].leader_epoch if self.batches else -1
+
+    def epoch_cache(self) -> EpochStarts:
+        """The (epoch, start offset) entries the broker works with: its checkpoint file when
+        there is one, else what the batches imply; entries past the log end are dropped, as
+        Kafka does on startup (KIP-101, "Unclean Shutdown")."""
+        source = (
+            self.checkpointed_epoch_starts
+            if self.checkpointed_epoch_starts is not None
+            else self.epoch_starts
+        )
+        return [(e, s) for e, s in source if s <= self.leo]
+
+    def batch_containing(self, offset: int) -> Batch | None:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i >= 0 and self.batches[i].last_offset >= offset:
+            return self.batches[i]
+        return None
+
+    def index_from(self, offset: int) -> int:
+        """Index of the first batch whose last offset is at or above `offset`."""
+        return _index_from(self.batches, offset)
+
+    def epoch_findings(self) -> list[str]:
+        return compare_epoch_starts(
+            self.epoch_starts, self.checkpointed_epoch_starts, self.log_start_offset or 0, self.leo
+        )
+
+
+def first_divergence(a: Sequence[Batch], b: Sequence[Batch]) -> int | None:
+    """The first offset from which two replicas' batches differ, over the offsets both
+    hold; None when they agree there (one may lag the other, or start later).
+
+    Both lists are in offset order. Batches are compared whole (boundaries, leader epoch,
+    CRC), whatever the segment files they sit in. A batch whose bytes fail its CRC is not the
+    batch that CRC names, so it differs from a sound copy that stores the same CRC.
+    """
+    if not a or not b:
+        return None
+    start = max(a[0].base_offset, b[0].base_offset)
+    end = min(a[-1].last_offset, b[-1].last_offset) + 1
+    i, j = _index_from(a, start), _index_from(b, start)
+    while i < len(a) and j < len(b):
+        x, y = a[i], b[j]
+        if x.base_offset >= end or y.base_offset >= end:
+            return None
+        if x.key != y.key or x.crc_valid != y.crc_valid:
+            return max(start, min(x.base_offset, y.base_offset))
+        i += 1
+        j += 1
+    return None
+
+
+def _index_from(batches: Sequence[Batch], offset: int) -> int:
+    """Index of the first batch whose last offset is at or above `offset`."""
+    lo, hi = 0, len(batches)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if batches[mid].last_offset < offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def compare_epoch_starts(
+    derived: EpochStarts, checkpointed: EpochStarts | None, log_start: int, log_end: int
+) -> list[str]:
+    """Disagreements between the epochs the batches show and the checkpoint file.
+
+    Not disagreements: an epoch with no batches whose entry sits where the next epoch
+    starts or at the log end (a leader elected that wrote nothing: its entry is written
+    on election), and the first entry moved up to the log start offset (Kafka's
+    truncateFromStart after retention or DeleteRecords).
+    """
+    if checkpointed is None:
+        return []
+    findings: list[str] = []
+    d = dict(derived)
+    c = dict(checkpointed)
+    derived_starts = sorted(s for _, s in derived)
+    for epoch, start in checkpointed:
+        if start > log_end:
+            findings.append(
+                f"checkpoint entry epoch {epoch} at {start} lies beyond the log end "
+                f"offset {log_end} (Kafka drops it on restart after an unclean "
+                "shutdown)"
+            )
+        elif epoch in d:
+            if start != d[epoch] and not (
+                derived and epoch == derived[0][0] and start == log_start and d[epoch] <= start
+            ):
+                findings.append(
+                    f"epoch {epoch}: checkpoint says it starts at {start}, the "
+                    f"batches at {d[epoch]}"
+                )
+        else:
+            later = [s for s in derived_starts if s >= start]
+            if start < log_start or start == log_end or (later and later[0] == start):
+                continue
+            findings.append(
+                f"epoch {epoch}: checkpoint says it starts at {start} but no batch carries it"
+            )
+    for epoch, start in derived:
+        if epoch not in c:
+            findings.append(
+                f"epoch {epoch}: batches start it at {start} but the checkpoint has no entry"
+            )
+    return findings
+
+
+@dataclass
+class LogDir:
+    """One broker log dir as read from disk."""
+
+    path: str
+    broker_id: int | None = None
+    cluster_id: str | None = None
+    kraft: bool = False
+    lineages: dict[tuple[str, int], Lineage] = field(default_factory=dict)
+    errors: list[LogReadError] = field(default_factory=list)
+    metadata_log: MetadataLog | None = None
+    quorum_state: QuorumState | None = None
+    sidelined: list[str] = field(default_factory=list)  # -delete, -future, -stray dirs
+    readable: bool = True  # False when the dir or its meta.properties could not be read
+
+
+def read_log_dir(path: Path | str, topic: str | None = None) -> LogDir:
+    """Read a broker log dir. Never raises; problems are in `errors` (and `readable`)."""
+    root = Path(path)
+    log_dir = LogDir(str(root))
+    if not root.is_dir():
+        log_dir.readable = False
+        log_dir.errors.append(
+            UnreadableFile(
+                str(root), None, "not a directory" if root.exists() else "does not exist"
+            )
+        )
+        return log_dir
+    try:
+        if not (root / META_PROPERTIES).exists():
+            raise BadPropertiesFile(
+                str(root / META_PROPERTIES),
+                None,
+                "missing: without it there is no telling which broker this log dir belongs to",
+            )
+        meta = read_meta_properties(root / META_PROPERTIES)
+        log_dir.broker_id, log_dir.cluster_id, log_dir.kraft = (
+            meta.broker_id,
+            meta.cluster_id,
+            meta.kraft,
+        )
+    except LogReadError as exc:
+        log_dir.readable = False
+        log_dir.errors.append(exc)
+    offsets = {}
+    for name in (
+        REPLICATION_OFFSET_CHECKPOINT,
+        RECOVERY_POINT_CHECKPOINT,
+        LOG_START_OFFSET_CHECKPOINT,
+    ):
+        offsets[name] = _optional(root / name, read_offset_checkpoint, log_dir.errors) or {}
+    try:
+        children = sorted(root.iterdir())
+    except OSError as exc:
+        log_dir.readable = False
+        log_dir.errors.append(UnreadableFile(str(root), None, f"cannot list directory: {exc}"))
+        return log_dir
+    for child in children:
+        if not child.is_dir():
+            continue
+        if SIDELINED_DIR_RE.match(child.name):
+            log_dir.sidelined.append(child.name)
+            continue
+        match = PARTITION_DIR_RE.match(child.name)
+        if not match:
+            continue
+        tp = (match.group("topic"), int(match.group("partition")))
+        if topic is not None and tp[0] != topic:
+            continue
+        lineage = read_partition(
+            child, log_dir.broker_id if log_dir.broker_id is not None else -1, tp, offsets
+        )
+        log_dir.lineages[tp] = lineage
+        if tp[0] in METADATA_TOPICS:
+            log_dir.metadata_log = decode_metadata_log(child)
+            log_dir.quorum_state = _optional(
+                child / QUORUM_STATE, read_quorum_state, log_dir.errors
+            )
+    return log_dir
+
+
+def read_partition(
+    pdir: Path, broker_id: int, tp: tuple[str, int], offsets: dict[str, dict[tuple[str, int], int]]
+) -> Lineage:
+    scan = scan_partition(pdir)
+    errors = list(scan.errors)
+    checkpointed = _optional(pdir / LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint, errors)
+    metadata = _optional(pdir / PARTITION_METADATA, read_partition_metadata, errors)
+    first_segment = scan.segments[0].base_offset if scan.segments else None
+    last_segment = scan.segments[-1].base_offset if scan.segments else 0
+    checkpoint_start = offsets[LOG_START_OFFSET_CHECKPOINT].get(tp)
+    # Kafka takes the larger of the checkpointed log start and the first segment's base
+    # (LogLoader); the checkpoint only lists logs whose start moved past that base.
+    candidates = [x for x in (checkpoint_start, first_segment) if x is not None]
+    log_start = max(candidates) if candidates else 0
+    leo = max(scan.batches[-1].last_offset + 1 if scan.batches else 0, last_segment, log_start)
+    return Lineage(
+        topic=tp[0],
+        partition=tp[1],
+        broker_id=broker_id,
+        batches=scan.batches,
+        checkpointed_epoch_starts=checkpointed,
+        log_start_offset=log_start,
+        high_watermark=offsets[REPLICATION_OFFSET_CHECKPOINT].get(tp),
+        log_end_offset=leo,
+        recovery_point=offsets[RECOVERY_POINT_CHECKPOINT].get(tp),
+        torn_tail=scan.torn_tail,
+        errors=errors,
+        path=str(pdir),
+        topic_id=metadata.topic_id if metadata else None,
+        transient_files=[p.name for p in scan.transient],
+    )
+
+
+def _optional(path: Path, reader: Any, errors: list[LogReadError]) -> Any:
+    """Read an optional file; a missing file is None, a bad one an error."""
+    if not path.exists():
+        return None
+    try:
+        return reader(path)
+    except LogReadError as exc:
+        errors.append(exc)
+        return None

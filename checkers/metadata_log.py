@@ -1,0 +1,564 @@
+"""Decode the KRaft metadata log into a history of every partition's leadership.
+
+The log is ``__cluster_metadata-0`` (``@metadata-0`` in the 2.8 preview) in the node's
+metadata log dir; its batches are ordinary v2 batches whose leader epoch is the Raft epoch
+(KIP-595). A record value is a frame: uvarint frameVersion, uvarint apiKey, uvarint version,
+then the message in Kafka's flexible-versions encoding (compact arrays and strings, tagged
+fields at the end of each struct). Frame version 0 is the 2.8 preview, whose TopicRecord and
+PartitionRecord were not yet flexible.
+
+Records used (metadata/src/main/resources/common/metadata/*.json):
+
+- TopicRecord (apiKey 2): Name, TopicId.
+- PartitionRecord (apiKey 3): PartitionId, TopicId, Replicas, Isr, RemovingReplicas,
+  AddingReplicas, Leader, LeaderEpoch, PartitionEpoch, Directories (v1+, KIP-858);
+  tagged 0 LeaderRecoveryState (KIP-704, 3.2+), 1 EligibleLeaderReplicas and
+  2 LastKnownElr (v2, KIP-966).
+- PartitionChangeRecord (apiKey 5): PartitionId, TopicId; all else tagged: 0 Isr, 1 Leader
+  (-2 = unchanged, -1 = none), 2 Replicas, 3 RemovingReplicas, 4 AddingReplicas,
+  5 LeaderRecoveryState (-1 = unchanged), 6 EligibleLeaderReplicas, 7 LastKnownElr,
+  8 Directories. Any Leader value other than -2 bumps the leader epoch by one and every
+  change bumps the partition epoch (PartitionRegistration.merge).
+- RemoveTopicRecord (apiKey 9): TopicId.
+- LeaderChange control records (ControlRecordType 2): LeaderChangeMessage, read as version 0
+  as Kafka does: Version, LeaderId, Voters, GrantingVoters.
+
+Unknown record types and unknown tagged fields are skipped. KRaft snapshots
+(``<end offset>-<epoch>.checkpoint``) supply the state when the log no longer starts at 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import struct
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.errors import BadMetadataRecord, LogReadError, TornTail, UnreadableFile
+from checkers.records import Batch, ScanState, iter_batch_rows, make_batch, read_records
+from checkers.segments import list_segments
+
+METADATA_TOPICS = ("__cluster_metadata", "@metadata")
+SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+TOPIC_RECORD = 2
+PARTITION_RECORD = 3
+PARTITION_CHANGE_RECORD = 5
+REMOVE_TOPIC_RECORD = 9
+LEADER_CHANGE = 2  # control record type
+
+NO_LEADER_CHANGE = -2
+RECOVERED, RECOVERING = 0, 1
+RECOVERY_STATE_NAMES = {RECOVERED: "RECOVERED", RECOVERING: "RECOVERING"}
+
+
+class _DecodeError(ValueError):
+    pass
+
+
+class _Reader:
+    """Bounds-checked reads of Kafka's message encodings."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise _DecodeError(f"needs {n} bytes at {self.pos}, has {len(self.data) - self.pos}")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def int8(self) -> int:
+        return struct.unpack(">b", self._take(1))[0]
+
+    def int16(self) -> int:
+        return struct.unpack(">h", self._take(2))[0]
+
+    def int32(self) -> int:
+        return struct.unpack(">i", self._take(4))[0]
+
+    def uuid(self) -> str:
+        return base64.urlsafe_b64encode(self._take(16)).decode().rstrip("=")
+
+    def uvarint(self) -> int:
+        value, shift = 0, 0
+        while True:
+            b = self._take(1)[0]
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                return value
+            shift += 7
+            if shift > 35:
+                raise _DecodeError("unsigned varint longer than 5 bytes")
+
+    def compact_length(self) -> int | None:
+        n = self.uvarint()
+        if n == 0:
+            return None
+        if n - 1 > len(self.data) - self.pos:
+            raise _DecodeError(f"compact length {n - 1} exceeds the remaining bytes")
+        return n - 1
+
+    def compact_int32s(self) -> tuple[int, ...] | None:
+        n = self.compact_length()
+        return None if n is None else tuple(self.int32() for _ in range(n))
+
+    def compact_uuids(self) -> tuple[str, ...] | None:
+        n = self.compact_length()
+        return None if n is None else tuple(self.uuid() for _ in range(n))
+
+    def compact_string(self) -> str | None:
+        n = self.compact_length()
+        return None if n is None else self._take(n).decode("utf-8", "replace")
+
+    def int32s(self) -> tuple[int, ...] | None:  # non-flexible array
+        n = self.int32()
+        if n == -1:
+            return None
+        if n < 0 or 4 * n > len(self.data) - self.pos:
+            raise _DecodeError(f"array length {n} exceeds the remaining bytes")
+        return tuple(self.int32() for _ in range(n))
+
+    def string(self) -> str:  # non-flexible string
+        n = self.int16()
+        return self._take(n).decode("utf-8", "replace")
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        fields: dict[int, bytes] = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            fields[tag] = self._take(self.uvarint())
+        return fields
+
+    def end(self) -> None:
+        if self.pos != len(self.data):
+            raise _DecodeError(f"{len(self.data) - self.pos} bytes left over")
+
+
+def _tag_int(tags: dict[int, bytes], tag: int, fmt: str, default: int) -> int:
+    if tag not in tags:
+        return default
+    raw = tags[tag]
+    if len(raw) != struct.calcsize(fmt):
+        raise _DecodeError(f"tagged field {tag} has {len(raw)} bytes")
+    return struct.unpack(fmt, raw)[0]
+
+
+def _tag_int32s(tags: dict[int, bytes], tag: int) -> tuple[int, ...] | None:
+    if tag not in tags:
+        return None
+    reader = _Reader(tags[tag])
+    values = reader.compact_int32s()
+    reader.end()
+    return values
+
+
+@dataclass(frozen=True)
+class MetadataRecord:
+    """One decoded metadata record: its type, version and the fields the checker uses."""
+
+    api_key: int
+    version: int
+    frame_version: int
+    fields: dict[str, Any]
+
+
+def decode_metadata_record(value: bytes) -> MetadataRecord:
+    """Decode a metadata record value. Unknown api keys come back with empty `fields`.
+
+    Raises ValueError when the bytes do not decode.
+    """
+    reader = _Reader(bytes(value))
+    frame = reader.uvarint()
+    if frame not in (0, 1):
+        raise _DecodeError(f"unknown frame version {frame}")
+    api_key = reader.uvarint()
+    version = reader.uvarint()
+    flexible = frame == 1 or api_key == PARTITION_CHANGE_RECORD
+    fields: dict[str, Any] = {}
+    if api_key == TOPIC_RECORD:
+        fields["name"] = reader.compact_string() if flexible else reader.string()
+        fields["topic_id"] = reader.uuid()
+    elif api_key == PARTITION_RECORD:
+        fields.update(_partition_record(reader, version, flexible))
+    elif api_key == PARTITION_CHANGE_RECORD:
+        fields.update(_partition_change_record(reader, version))
+    elif api_key == REMOVE_TOPIC_RECORD:
+        fields["topic_id"] = reader.uuid()
+    else:
+        return MetadataRecord(api_key, version, frame, fields)
+    if flexible and api_key in (TOPIC_RECORD, REMOVE_TOPIC_RECORD):
+        reader.tagged_fields()
+    reader.end()
+    return MetadataRecord(api_key, version, frame, fields)
+
+
+def _partition_record(reader: _Reader, version: int, flexible: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"partition": reader.int32(), "topic_id": reader.uuid()}
+    arrays = reader.compact_int32s if flexible else reader.int32s
+    out["replicas"] = arrays() or ()
+    out["isr"] = arrays() or ()
+    out["removing_replicas"] = arrays() or ()
+    out["adding_replicas"] = arrays() or ()
+    out["leader"] = reader.int32()
+    out["leader_epoch"] = reader.int32()
+    out["partition_epoch"] = reader.int32()
+    out["leader_recovery_state"] = RECOVERED
+    if flexible:
+        if version >= 1:  # KIP-858; versions above 2 are read with the newest known layout
+            out["directories"] = reader.compact_uuids() or ()
+        tags = reader.tagged_fields()
+        out["leader_recovery_state"] = _tag_int(tags, 0, ">b", RECOVERED)
+        out["eligible_leader_replicas"] = _tag_int32s(tags, 1)
+    return out
+
+
+def _partition_change_record(reader: _Reader, version: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"partition": reader.int32(), "topic_id": reader.uuid()}
+    tags = reader.tagged_fields()
+    out["isr"] = _tag_int32s(tags, 0)
+    out["leader"] = _tag_int(tags, 1, ">i", NO_LEADER_CHANGE)
+    out["replicas"] = _tag_int32s(tags, 2)
+    out["leader_recovery_state"] = _tag_int(tags, 5, ">b", -1)
+    out["eligible_leader_replicas"] = _tag_int32s(tags, 6)
+    return out
+
+
+def decode_leader_change(value: bytes) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """(leader id, voters, granting voters) of a LeaderChangeMessage value.
+
+    Kafka reads this message as version 0 (ControlRecordUtils); the 2.8 preview wrote it
+    without the leading Version field, so that layout is tried second.
+    """
+    try:
+        return _leader_change(bytes(value), with_version=True)
+    except _DecodeError:
+        return _leader_change(bytes(value), with_version=False)
+
+
+def _leader_change(
+    value: bytes, with_version: bool
+) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    reader = _Reader(value)
+    if with_version:
+        reader.int16()
+    leader = reader.int32()
+    groups = []
+    for _ in range(2):
+        n = reader.compact_length()
+        ids = []
+        for _ in range(n or 0):
+            ids.append(reader.int32())
+            reader.tagged_fields()
+        groups.append(tuple(ids))
+    reader.tagged_fields()
+    reader.end()
+    return leader, groups[0], groups[1]
+
+
+@dataclass(frozen=True)
+class PartitionStateEvent:
+    """The state of one partition right after a metadata record changed it."""
+
+    topic: str | None  # None when no TopicRecord for the topic id could be read
+    topic_id: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    leader_recovery_state: int
+    offset: int  # offset of the record in the metadata log
+    batch_offset: int  # base offset of its batch
+    raft_epoch: int  # the batch's leader epoch: the Raft epoch of the controller that wrote it
+    record: str  # "PartitionRecord" or "PartitionChangeRecord"
+    from_snapshot: bool = False
+
+    @property
+    def recovering(self) -> bool:
+        return self.leader_recovery_state == RECOVERING
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "topic_id": self.topic_id,
+            "partition": self.partition,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "partition_epoch": self.partition_epoch,
+            "isr": list(self.isr),
+            "replicas": list(self.replicas),
+            "leader_recovery_state": RECOVERY_STATE_NAMES.get(
+                self.leader_recovery_state, str(self.leader_recovery_state)
+            ),
+            "offset": self.offset,
+            "batch_offset": self.batch_offset,
+            "raft_epoch": self.raft_epoch,
+            "record": self.record,
+            "from_snapshot": self.from_snapshot,
+        }
+
+
+@dataclass(frozen=True)
+class LeaderChange:
+    leader_id: int
+    voters: tuple[int, ...]
+    granting_voters: tuple[int, ...]
+    raft_epoch: int
+    offset: int
+
+
+@dataclass
+class MetadataLog:
+    path: str
+    topics: dict[str, str] = field(default_factory=dict)  # topic id -> name
+    events: list[PartitionStateEvent] = field(default_factory=list)
+    leader_changes: list[LeaderChange] = field(default_factory=list)
+    removed_topics: dict[str, int] = field(default_factory=dict)  # topic id -> offset
+    errors: list[LogReadError] = field(default_factory=list)
+    torn_tail: TornTail | None = None
+    end_offset: int = 0
+    snapshot: str | None = None
+    skipped_records: int = 0  # records of types the checker does not need
+
+    def history(self, topic: str, partition: int) -> list[PartitionStateEvent]:
+        return [e for e in self.events if e.topic == topic and e.partition == partition]
+
+    def current(self, topic: str, partition: int) -> PartitionStateEvent | None:
+        history = self.history(topic, partition)
+        if not history:
+            return None
+        last = history[-1]
+        removed_at = self.removed_topics.get(last.topic_id)
+        return None if removed_at is not None and removed_at > last.offset else last
+
+    def partitions(self) -> set[tuple[str, int]]:
+        return {(e.topic, e.partition) for e in self.events if e.topic is not None}
+
+
+@dataclass
+class _State:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: int
+
+
+@dataclass
+class _Entry:
+    """One decoded record with where it came from."""
+
+    record: MetadataRecord | None
+    leader_change: tuple[int, tuple[int, ...], tuple[int, ...]] | None
+    offset: int
+    batch: Batch
+    from_snapshot: bool
+
+
+def decode_metadata_log(partition_dir: Path | str) -> MetadataLog:
+    """Read a metadata log dir (segments and snapshots) into a `MetadataLog`. Never raises."""
+    pdir = Path(partition_dir)
+    log = MetadataLog(str(pdir))
+    listing = list_segments(pdir)
+    log.errors.extend(listing.errors)
+    state = ScanState()
+    entries: list[_Entry] = []
+    last_index = max((i for i, s in enumerate(listing.segments) if s.size), default=-1)
+    for i, segment in enumerate(listing.segments):
+        entries.extend(
+            _read_file(segment.path, state, log, final=i == last_index, from_snapshot=False)
+        )
+    log.torn_tail = state.torn_tail
+    log.end_offset = state.last_offset + 1 if state.last_offset >= 0 else 0
+    log_start = entries[0].offset if entries else 0
+    if log_start > 0:
+        snapshot_entries = _snapshot_entries(pdir, log_start, log)
+        if snapshot_entries is not None:
+            end = snapshot_entries[0]
+            entries = snapshot_entries[1] + [e for e in entries if e.offset >= end]
+    _replay(entries, log)
+    return log
+
+
+def _snapshot_entries(
+    pdir: Path, log_start: int, log: MetadataLog
+) -> tuple[int, list[_Entry]] | None:
+    """The entries of the earliest snapshot that reaches the log's first offset."""
+    try:
+        names = sorted(p.name for p in pdir.iterdir() if SNAPSHOT_RE.match(p.name))
+    except OSError as exc:
+        log.errors.append(UnreadableFile(str(pdir), None, f"cannot list directory: {exc}"))
+        return None
+    candidates = [n for n in names if int(n[:20]) >= log_start]
+    if not candidates:
+        return None
+    name = candidates[0]
+    log.snapshot = name
+    state = ScanState()
+    entries = list(_read_file(pdir / name, state, log, final=True, from_snapshot=True))
+    if state.torn_tail is not None:
+        log.errors.append(
+            BadMetadataRecord(
+                state.torn_tail.path,
+                state.torn_tail.position,
+                f"snapshot is incomplete: {state.torn_tail.reason}",
+            )
+        )
+    return int(name[:20]), entries
+
+
+def _read_file(
+    path: Path, state: ScanState, log: MetadataLog, *, final: bool, from_snapshot: bool
+) -> list[_Entry]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        log.errors.append(UnreadableFile(str(path), None, f"cannot read: {exc}"))
+        return []
+    entries: list[_Entry] = []
+    rows = list(iter_batch_rows(data, path=str(path), segment=path.name, state=state, final=final))
+    log.errors.extend(state.errors)
+    state.errors.clear()
+    for row in rows:
+        batch = make_batch(*row)
+        if not batch.crc_valid:
+            continue
+        try:
+            records = read_records(data, batch.position, path=str(path))
+        except LogReadError as exc:
+            log.errors.append(exc)
+            continue
+        for rec in records:
+            entry = _decode_entry(rec.key, rec.value, batch, rec.offset, path, log, from_snapshot)
+            if entry is not None:
+                entries.append(entry)
+    return entries
+
+
+def _decode_entry(
+    key: bytes | None,
+    value: bytes | None,
+    batch: Batch,
+    offset: int,
+    path: Path,
+    log: MetadataLog,
+    from_snapshot: bool,
+) -> _Entry | None:
+    try:
+        if batch.is_control:
+            if key is None or len(key) < 4:
+                raise _DecodeError("control record key shorter than 4 bytes")
+            _version, control_type = struct.unpack_from(">hh", key)
+            if control_type != LEADER_CHANGE:
+                return None  # snapshot header/footer, KRaft version and voters records
+            return _Entry(None, decode_leader_change(value or b""), offset, batch, from_snapshot)
+        if value is None:
+            raise _DecodeError("metadata record with a null value")
+        return _Entry(decode_metadata_record(value), None, offset, batch, from_snapshot)
+    except _DecodeError as exc:
+        log.errors.append(
+            BadMetadataRecord(str(path), batch.position, f"record at offset {offset}: {exc}")
+        )
+        return None
+
+
+def _replay(entries: list[_Entry], log: MetadataLog) -> None:
+    for e in entries:
+        if e.record is not None and e.record.api_key == TOPIC_RECORD:
+            log.topics[e.record.fields["topic_id"]] = e.record.fields["name"]
+    states: dict[tuple[str, int], _State] = {}
+    by_topic: dict[str, set[int]] = defaultdict(set)
+    for e in entries:
+        if e.leader_change is not None:
+            leader, voters, granting = e.leader_change
+            log.leader_changes.append(
+                LeaderChange(leader, voters, granting, e.batch.leader_epoch, e.offset)
+            )
+            continue
+        rec = e.record
+        assert rec is not None
+        f = rec.fields
+        if rec.api_key == PARTITION_RECORD:
+            st = _State(
+                tuple(f["replicas"]),
+                tuple(f["isr"]),
+                f["leader"],
+                f["leader_epoch"],
+                f["partition_epoch"],
+                f["leader_recovery_state"],
+            )
+            name = "PartitionRecord"
+        elif rec.api_key == PARTITION_CHANGE_RECORD:
+            key = (f["topic_id"], f["partition"])
+            prev = states.get(key)
+            if prev is None:
+                log.errors.append(
+                    BadMetadataRecord(
+                        log.path,
+                        e.batch.position,
+                        f"PartitionChangeRecord at offset {e.offset} "
+                        f"for partition {f['partition']} of topic id {f['topic_id']} has no "
+                        "earlier PartitionRecord in the readable log",
+                    )
+                )
+                prev = _State((), (), -1, -1, -1, RECOVERED)
+            st = _merge(prev, f)
+            name = "PartitionChangeRecord"
+        elif rec.api_key == REMOVE_TOPIC_RECORD:
+            topic_id = f["topic_id"]
+            log.removed_topics[topic_id] = e.offset
+            for p in by_topic.pop(topic_id, set()):
+                states.pop((topic_id, p), None)
+            continue
+        else:
+            if rec.api_key != TOPIC_RECORD:
+                log.skipped_records += 1
+            continue
+        states[(f["topic_id"], f["partition"])] = st
+        by_topic[f["topic_id"]].add(f["partition"])
+        log.events.append(
+            PartitionStateEvent(
+                topic=log.topics.get(f["topic_id"]),
+                topic_id=f["topic_id"],
+                partition=f["partition"],
+                leader=st.leader,
+                leader_epoch=st.leader_epoch,
+                partition_epoch=st.partition_epoch,
+                isr=st.isr,
+                replicas=st.replicas,
+                leader_recovery_state=st.leader_recovery_state,
+                offset=e.offset,
+                batch_offset=e.batch.base_offset,
+                raft_epoch=e.batch.leader_epoch,
+                record=name,
+                from_snapshot=e.from_snapshot,
+            )
+        )
+
+
+def _merge(prev: _State, f: dict[str, Any]) -> _State:
+    """Apply a PartitionChangeRecord, as PartitionRegistration.merge does."""
+    leader, leader_epoch = prev.leader, prev.leader_epoch
+    if f["leader"] != NO_LEADER_CHANGE:
+        leader, leader_epoch = f["leader"], prev.leader_epoch + 1
+    lrs = (
+        prev.leader_recovery_state
+        if f["leader_recovery_state"] == -1
+        else f["leader_recovery_state"]
+    )
+    return _State(
+        replicas=prev.replicas if f["replicas"] is None else tuple(f["replicas"]),
+        isr=prev.isr if f["isr"] is None else tuple(f["isr"]),
+        leader=leader,
+        leader_epoch=leader_epoch,
+        partition_epoch=prev.partition_epoch + 1,
+        leader_recovery_state=lrs,
+    )

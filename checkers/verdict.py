@@ -1,0 +1,184 @@
+"""Judge one partition: do its replicas hold the same batches wherever they overlap?
+
+consistent: every offset two replicas both hold is the same batch (same boundaries, leader
+epoch and CRC), whatever their segment rolls or log start offsets; a replica that is a
+strict prefix of another (it lags) is consistent. diverged: otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from checkers.lineage import Lineage, first_divergence
+from checkers.model import Protocol, TruncationResult, truncate_follower
+from checkers.records import Batch
+
+CONSISTENT = "consistent"
+DIVERGED = "diverged"
+
+
+@dataclass
+class Version:
+    """One version of the data at the divergent offset, and the replicas holding it."""
+
+    batch: Batch
+    replicas: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        b = self.batch
+        return {
+            "base_offset": b.base_offset,
+            "last_offset": b.last_offset,
+            "leader_epoch": b.leader_epoch,
+            "crc": b.crc,
+            "crc_valid": b.crc_valid,
+            "record_count": b.record_count,
+            "replicas": self.replicas,
+            "segment": b.segment,
+            "position": b.position,
+        }
+
+
+@dataclass
+class PartitionVerdict:
+    topic: str
+    partition: int
+    replicas: list[int]
+    status: str
+    diverged_at: int | None = None
+    below_high_watermark: bool = False
+    high_watermark: int | None = None
+    versions: list[Version] = field(default_factory=list)
+    lacking: list[int] = field(default_factory=list)  # replicas not holding `diverged_at`
+    pairs: list[tuple[int, int, int]] = field(default_factory=list)  # (a, b, first offset)
+    leader: int | None = None
+    leader_source: str = ""
+    protocol: Protocol = Protocol.KIP_279
+    predictions: dict[int, TruncationResult] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    log_end_offsets: dict[int, int] = field(default_factory=dict)
+    log_start_offsets: dict[int, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "replicas": self.replicas,
+            "status": self.status,
+            "diverged_at": self.diverged_at,
+            "below_high_watermark": self.below_high_watermark,
+            "high_watermark": self.high_watermark,
+            "versions": [v.to_dict() for v in self.versions],
+            "lacking": self.lacking,
+            "divergent_pairs": [{"replicas": [a, b], "diverged_at": o} for a, b, o in self.pairs],
+            "leader": self.leader,
+            "leader_source": self.leader_source,
+            "protocol": self.protocol.value,
+            "predictions": [{"follower": f, **r.to_dict()} for f, r in self.predictions.items()],
+            "log_start_offsets": {str(k): v for k, v in self.log_start_offsets.items()},
+            "log_end_offsets": {str(k): v for k, v in self.log_end_offsets.items()},
+            "notes": self.notes,
+        }
+
+
+def pick_leader(lineages: Sequence[Lineage]) -> Lineage:
+    """The replica with the highest leader epoch at its tail; then the longest; then the
+    lowest broker id. A new leader always holds the highest epoch (the controller bumps it
+    on every election), so this is the leader, or the one that was last."""
+    return max(lineages, key=lambda lin: (lin.tail_epoch, lin.leo, -lin.broker_id))
+
+
+def judge_partition(
+    lineages: Sequence[Lineage],
+    *,
+    leader: int | None = None,
+    protocol: Protocol = Protocol.KIP_279,
+) -> PartitionVerdict:
+    """Compare every pair of replicas batch by batch; say where they first differ, whether
+    committed data differs, who holds what, and what `protocol` does about it next.
+
+    `leader` is the current leader's broker id when known (KRaft metadata); otherwise
+    `pick_leader` chooses.
+    """
+    if not lineages:
+        raise ValueError("judge_partition needs at least one replica")
+    ordered = sorted(lineages, key=lambda lin: lin.broker_id)
+    first = ordered[0]
+    verdict = PartitionVerdict(
+        topic=first.topic,
+        partition=first.partition,
+        replicas=[lin.broker_id for lin in ordered],
+        status=CONSISTENT,
+        protocol=protocol,
+        log_end_offsets={lin.broker_id: lin.leo for lin in ordered},
+        log_start_offsets={lin.broker_id: lin.log_start_offset or 0 for lin in ordered},
+    )
+    hws = [lin.high_watermark for lin in ordered if lin.high_watermark is not None]
+    # The highest high watermark any replica recorded: everything below it was committed
+    # at some point (the leader's is the highest; a deposed leader may remember a higher one).
+    verdict.high_watermark = max(hws) if hws else None
+    for a, b in combinations(ordered, 2):
+        offset = first_divergence(a.batches, b.batches)
+        if offset is not None:
+            verdict.pairs.append((a.broker_id, b.broker_id, offset))
+    _notes(ordered, verdict)
+    if not verdict.pairs:
+        return verdict
+
+    verdict.status = DIVERGED
+    at = min(offset for _, _, offset in verdict.pairs)
+    verdict.diverged_at = at
+    hw = verdict.high_watermark
+    verdict.below_high_watermark = hw is not None and at < hw
+    groups: dict[tuple[tuple[int, int, int, int], bool], Version] = {}
+    for lin in ordered:
+        batch = lin.batch_containing(at)
+        if batch is None:
+            verdict.lacking.append(lin.broker_id)
+            continue
+        identity = (batch.key, batch.crc_valid)
+        if identity in groups:
+            groups[identity].replicas.append(lin.broker_id)
+        else:
+            groups[identity] = Version(batch, [lin.broker_id])
+    verdict.versions = list(groups.values())
+    keys = [key for key, _ in groups]
+    if len(set(keys)) > 1 and len({k[:3] for k in keys}) == 1:
+        verdict.notes.append(
+            f"at offset {at} the versions share boundaries and leader epoch and "
+            "differ only in CRC: different contents, or one replica's log "
+            "cleaner rewrote the batch (compacted topics)"
+        )
+
+    by_id = {lin.broker_id: lin for lin in ordered}
+    if leader is not None and leader in by_id:
+        chosen, verdict.leader_source = by_id[leader], "current leader from the metadata log"
+    else:
+        chosen, verdict.leader_source = pick_leader(ordered), "replica with the highest tail epoch"
+    verdict.leader = chosen.broker_id
+    for lin in ordered:
+        if lin is not chosen:
+            verdict.predictions[lin.broker_id] = truncate_follower(chosen, lin, protocol)
+    return verdict
+
+
+def _notes(lineages: Sequence[Lineage], verdict: PartitionVerdict) -> None:
+    for lin in lineages:
+        if lin.torn_tail is not None:
+            verdict.notes.append(f"replica {lin.broker_id}: {lin.torn_tail}")
+        bad = [b for b in lin.batches if not b.crc_valid]
+        if bad:
+            verdict.notes.append(
+                f"replica {lin.broker_id}: {len(bad)} batch(es) fail their CRC, "
+                f"first {bad[0].span} in {bad[0].segment}"
+            )
+        for finding in lin.epoch_findings():
+            verdict.notes.append(f"replica {lin.broker_id}: leader-epoch-checkpoint: {finding}")
+        if lin.transient_files:
+            verdict.notes.append(
+                f"replica {lin.broker_id}: unfinished file operations left "
+                f"{', '.join(lin.transient_files)} (not read as live data)"
+            )

@@ -1,0 +1,217 @@
+"""Leader elections that land on the broker the script names, or fail saying why.
+
+From 2.4 both kinds go through the Admin API (KIP-460 electLeaders). Older releases use what
+they offer: the `/admin/preferred_replica_election` znode for preferred elections, and for
+unclean ones the topic's `unclean.leader.election.enable` plus an event that makes the
+controller look at offline partitions again (a per-topic config change does that from 2.1,
+KAFKA-6835; before, a controller failover does).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+from faults.observe import PartitionState, partition_state, wait_state
+from faults.timeline import Timeline
+from fixtures.cluster import Cluster
+from fixtures.errors import LogforkError, NotReached
+from fixtures.waiting import WaitTimeout, wait_until
+
+PREFERRED_ZNODE = "/admin/preferred_replica_election"
+
+
+def assignment(cluster: Cluster, topic: str, partition: int = 0) -> list[int]:
+    """Replicas in assignment order; the first is the preferred leader."""
+    return list(cluster.partition_metadata(topic, partition).replicas)
+
+
+# Errors that say "ask again": the request reached a broker that is no longer (or not yet)
+# the controller, or the controller is busy failing over.
+_RETRIABLE = (
+    "NOT_CONTROLLER",
+    "REQUEST_TIMED_OUT",
+    "_TIMED_OUT",
+    "_TRANSPORT",
+    "COORDINATOR_NOT_AVAILABLE",
+    "LEADER_NOT_AVAILABLE",
+)
+
+
+def _admin_elect(
+    cluster: Cluster, kind: ElectionType, topic: str, partition: int, timeout: float = 60.0
+) -> None:
+    tp = TopicPartition(topic, partition)
+    what = f"{kind.name.lower()} election of {topic}-{partition}"
+
+    def attempt() -> str | None:
+        try:
+            result = cluster.admin().elect_leaders(kind, [tp]).result(timeout=30)
+            error = next(iter(result.values()), None)
+        except Exception as exc:  # noqa: BLE001 - KafkaException carries the broker's reason
+            error = exc
+        if error is not None and any(code in str(error) for code in _RETRIABLE):
+            raise RuntimeError(str(error))  # not yet: wait_until tries again
+        return None if error is None else str(error)
+
+    try:
+        error = wait_until(attempt, lambda _: True, what=what, timeout=timeout)
+    except WaitTimeout as exc:
+        raise NotReached(what, str(exc.last)) from None
+    if error is not None:
+        raise NotReached(what, error)
+
+
+def _await_leader(
+    cluster: Cluster,
+    topic: str,
+    partition: int,
+    leader: int,
+    before: PartitionState,
+    what: str,
+    timeout: float,
+) -> PartitionState:
+    def ok(state: PartitionState) -> bool:
+        return state.leader == leader and (state.leader_epoch or 0) > (before.leader_epoch or 0)
+
+    try:
+        return wait_state(
+            cluster,
+            topic,
+            ok,
+            what=f"{what}: leader {leader} with epoch > {before.leader_epoch}",
+            partition=partition,
+            timeout=timeout,
+        )
+    except WaitTimeout as exc:
+        raise NotReached(f"{what} to broker {leader}", str(exc.last)) from None
+
+
+def elect_preferred(
+    cluster: Cluster,
+    topic: str,
+    partition: int = 0,
+    *,
+    timeline: Timeline | None = None,
+    timeout: float = 60.0,
+) -> PartitionState:
+    """Move leadership to the preferred replica; the old leader stays in the ISR."""
+    before = partition_state(cluster, topic, partition)
+    preferred = assignment(cluster, topic, partition)[0]
+    if before.leader == preferred:
+        raise NotReached(
+            f"preferred election of {topic}-{partition} moving leadership",
+            f"broker {preferred} already leads it",
+        )
+    if preferred not in before.isr:
+        raise NotReached(
+            f"preferred election of {topic}-{partition} to broker {preferred}",
+            f"broker {preferred} is not in the ISR {list(before.isr)}",
+        )
+    if cluster.release.has_admin_elections:
+        _admin_elect(cluster, ElectionType.PREFERRED, topic, partition)
+    else:
+        zk = cluster.zk_client()
+        # One election request at a time: the controller deletes the znode when done.
+        wait_until(
+            lambda: zk.exists(PREFERRED_ZNODE),
+            lambda s: s is None,
+            what="a previous preferred election to finish",
+            timeout=timeout,
+        )
+        body = {"version": 1, "partitions": [{"topic": topic, "partition": partition}]}
+        zk.create(PREFERRED_ZNODE, json.dumps(body).encode())
+    after = _await_leader(
+        cluster,
+        topic,
+        partition,
+        preferred,
+        before,
+        f"preferred election of {topic}-{partition}",
+        timeout,
+    )
+    if timeline is not None:
+        timeline.record(
+            "election",
+            "preferred",
+            topic=topic,
+            partition=partition,
+            leader=after.leader,
+            epoch=after.leader_epoch,
+            before=str(before),
+        )
+    return after
+
+
+def _enable_unclean(cluster: Cluster, topic: str) -> None:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = cluster.admin()
+    if cluster.release.at_least(2, 3):  # IncrementalAlterConfigs (KIP-339)
+        resource.add_incremental_config(
+            ConfigEntry(
+                "unclean.leader.election.enable",
+                "true",
+                incremental_operation=AlterConfigOpType.SET,
+            )
+        )
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+        return
+    # AlterConfigs replaces a topic's whole config: carry over what the topic already sets.
+    current = admin.describe_configs([resource])[resource].result(timeout=30)
+    for name, entry in current.items():
+        if ConfigSource(entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG:
+            resource.set_config(name, entry.value)
+    resource.set_config("unclean.leader.election.enable", "true")
+    with warnings.catch_warnings():  # deprecated, but the only way before 2.3
+        warnings.simplefilter("ignore", DeprecationWarning)
+        admin.alter_configs([resource])[resource].result(timeout=30)
+
+
+def elect_unclean(
+    cluster: Cluster,
+    topic: str,
+    partition: int = 0,
+    *,
+    to: int,
+    timeline: Timeline | None = None,
+    timeout: float = 90.0,
+) -> PartitionState:
+    """Elect an out-of-sync replica while no ISR member is alive."""
+    what = f"unclean election of {topic}-{partition} to broker {to}"
+    before = partition_state(cluster, topic, partition)
+    alive = cluster.registered_brokers()
+    if before.leader != -1 and before.leader in alive:
+        raise NotReached(what, f"leader {before.leader} is alive ({before})")
+    if to not in alive:
+        raise NotReached(what, f"broker {to} is not alive (alive: {sorted(alive)})")
+    if to in before.isr:
+        raise NotReached(
+            what, f"broker {to} is in the ISR {list(before.isr)}: that is a clean election"
+        )
+    if cluster.release.has_admin_elections:
+        _admin_elect(cluster, ElectionType.UNCLEAN, topic, partition)
+    else:
+        try:
+            _enable_unclean(cluster, topic)
+        except Exception as exc:  # noqa: BLE001 - KafkaException carries the reason
+            raise LogforkError(f"could not enable unclean election for {topic}: {exc}") from None
+        if not cluster.release.at_least(2, 1):
+            # Before KAFKA-6835 a config change triggers nothing; a new controller runs the
+            # offline-partition elections when it takes over.
+            cluster.zk_client().delete("/controller")
+    after = _await_leader(cluster, topic, partition, to, before, what, timeout)
+    if timeline is not None:
+        timeline.record(
+            "election",
+            "unclean",
+            topic=topic,
+            partition=partition,
+            leader=after.leader,
+            epoch=after.leader_epoch,
+            before=str(before),
+            recovery_state=after.recovery_state,
+        )
+    return after

@@ -1,0 +1,158 @@
+"""Network cuts: iptables DROP rules inside a node's own network namespace.
+
+DROP, not REJECT: packets vanish as they do when a switch or link fails, so TCP connections
+hang until their timeouts fire instead of failing fast. Rules match the peer's address on
+the cluster network, so traffic from the host's clients (which arrives from the network's
+gateway) is untouched unless a cut names it.
+
+Each cut is verified with a TCP probe between the nodes (a timeout means cut; a connection,
+or a refusal, means reachable), and `heal` deletes exactly the rules the cut added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from faults.timeline import Timeline
+from fixtures import config
+from fixtures.cluster import Cluster
+from fixtures.errors import LogforkError, NotReached
+from fixtures.nodes import Node
+
+PROBE_SECONDS = 2
+_COMMENT = "logfork"
+
+
+def _listen_port(node: Node) -> int:
+    if node.role.name == "zookeeper":
+        return config.ZK_PORT
+    if node.role.name == "controller":
+        return config.CONTROLLER_PORT
+    return config.INTERNAL_PORT
+
+
+def reachable(cluster: Cluster, src: Node, dst: Node) -> bool:
+    """Can a TCP handshake from src to dst complete (or be refused) within a few seconds?"""
+    ip = dst.ip(cluster.network_name)
+    script = f"exec 3<>/dev/tcp/{ip}/{_listen_port(dst)}"
+    result = src.exec(["timeout", str(PROBE_SECONDS), "bash", "-c", script])
+    # Refused (RST) still proves the path works: the peer's kernel answered. A timeout, or
+    # "no route to host", does not.
+    return result.exit_code == 0 or "Connection refused" in result.output
+
+
+@dataclass
+class Cut:
+    """Rules on `node` that drop its traffic with `peers` in the given directions."""
+
+    cluster: Cluster
+    node: Node
+    peers: list[Node]
+    inbound: bool  # packets from peers do not arrive at node
+    outbound: bool  # packets from node do not arrive at peers
+    timeline: Timeline | None = None
+    rules: list[list[str]] = field(default_factory=list)
+    healed: bool = False
+
+    def describe(self) -> str:
+        arrow = {(True, True): "<-x->", (True, False): "<-x--", (False, True): "--x->"}
+        names = ",".join(p.name for p in self.peers)
+        return f"{self.node.name} {arrow[(self.inbound, self.outbound)]} {names}"
+
+    def _rule_specs(self) -> list[list[str]]:
+        specs = []
+        for peer in self.peers:
+            ip = peer.ip(self.cluster.network_name)
+            tag = ["-m", "comment", "--comment", _COMMENT]
+            if self.inbound:
+                specs.append(["INPUT", "-s", ip, *tag, "-j", "DROP"])
+            if self.outbound:
+                specs.append(["OUTPUT", "-d", ip, *tag, "-j", "DROP"])
+        return specs
+
+    def inject(self) -> Cut:
+        for spec in self._rule_specs():
+            result = self.node.exec(["iptables", "-I", *spec])
+            if result.exit_code != 0:
+                self._remove_rules()
+                raise LogforkError(
+                    f"iptables in {self.node.name} refused {' '.join(spec)}: "
+                    f"{result.output.strip()}"
+                )
+            self.rules.append(spec)
+        # TCP needs packets both ways, so any cut direction shows as a failed handshake.
+        for peer in self.peers:
+            if peer.status() == "running" and reachable(self.cluster, self.node, peer):
+                self._remove_rules()
+                raise NotReached(
+                    f"{self.describe()} cut", f"{self.node.name} still reaches {peer.name}"
+                )
+        if self.timeline is not None:
+            self.timeline.record("fault", "cut", cut=self.describe(), rules=len(self.rules))
+        return self
+
+    def _remove_rules(self) -> list[str]:
+        failed = []
+        for spec in list(self.rules):
+            result = self.node.exec(["iptables", "-D", *spec])
+            # A node that was killed meanwhile has no namespace left: nothing to remove.
+            if result.exit_code == 0 or self.node.status() != "running":
+                self.rules.remove(spec)
+            else:
+                failed.append(f"{' '.join(spec)}: {result.output.strip()}")
+        return failed
+
+    def heal(self) -> None:
+        if self.healed:
+            return
+        failed = self._remove_rules()
+        if failed:
+            raise LogforkError(f"could not remove rules in {self.node.name}: {'; '.join(failed)}")
+        self.healed = True
+        for peer in self.peers:
+            both_up = peer.status() == "running" and self.node.status() == "running"
+            if both_up and not reachable(self.cluster, self.node, peer):
+                raise NotReached(
+                    f"{self.describe()} healed", f"{self.node.name} still cannot reach {peer.name}"
+                )
+        if self.timeline is not None:
+            self.timeline.record("heal", "cut", cut=self.describe())
+
+    def __enter__(self) -> Cut:
+        return self.inject() if not self.rules else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.heal()
+
+
+def partition(
+    cluster: Cluster,
+    a: Node,
+    b: Node | list[Node],
+    *,
+    timeline: Timeline | None = None,
+    one_way: bool = False,
+) -> Cut:
+    """Cut a from b. Both directions by default; `one_way` drops only what b sends to a."""
+    peers = b if isinstance(b, list) else [b]
+    return Cut(cluster, a, peers, inbound=True, outbound=not one_way, timeline=timeline).inject()
+
+
+def isolate(
+    cluster: Cluster,
+    node: Node,
+    from_: list[Node] | None = None,
+    *,
+    timeline: Timeline | None = None,
+) -> Cut:
+    """Cut a node from the given nodes (default: every other node of the cluster)."""
+    peers = from_ if from_ is not None else [n for n in cluster.nodes.values() if n is not node]
+    return Cut(cluster, node, peers, inbound=True, outbound=True, timeline=timeline).inject()
+
+
+def rules_in(node: Node) -> list[str]:
+    """Every logfork rule still present in a node's namespace (for leak checks)."""
+    if node.status() != "running":
+        return []
+    out = node.exec(["iptables", "-S"]).output
+    return [line for line in out.splitlines() if _COMMENT in line]

@@ -1,0 +1,138 @@
+"""Session expiry: a broker loses its ZooKeeper session (or, in KRaft, is fenced).
+
+ZooKeeper mode: the broker is cut off from ZooKeeper until ZooKeeper itself expires the
+session. That is proven by the broker's ephemeral `/brokers/ids/<id>` znode disappearing and
+by the controller acting on it: every partition the broker led gets another leader. A
+broker cannot notice its own expiry while cut off (the client learns it on reconnect), so
+the broker keeps believing it leads: exactly the zombie of KAFKA-6361 and KIP-359.
+
+KRaft: the broker is cut off from the controllers until the active controller fences it
+(no heartbeat within `broker.session.timeout.ms`), which removes it from the metadata that
+brokers serve and moves its leaderships.
+
+Heal removes the cut and waits for the broker to register again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from faults import network
+from faults.observe import PartitionState, partition_state
+from faults.timeline import Timeline
+from fixtures.cluster import Cluster
+from fixtures.errors import NotReached
+from fixtures.nodes import Node
+from fixtures.waiting import WaitTimeout, wait_until
+
+
+def partitions_in_isr(cluster: Cluster, broker_id: int) -> list[tuple[str, int]]:
+    """Partitions (of user topics) whose ISR includes the broker (as leader or follower)."""
+    md = cluster.admin().list_topics(timeout=10)
+    return [
+        (name, p.id)
+        for name, topic in md.topics.items()
+        if not name.startswith("__")
+        for p in topic.partitions.values()
+        if broker_id in partition_state(cluster, name, p.id).isr
+    ]
+
+
+def _zk_registered(cluster: Cluster) -> set[int]:
+    return {int(b) for b in cluster.zk_client().get_children("/brokers/ids")}
+
+
+def _kraft_unfenced(cluster: Cluster, observer: int) -> set[int]:
+    # Fenced brokers are left out of the metadata brokers serve to clients.
+    admin = cluster.admin(only=observer)
+    return set(admin.list_topics(timeout=5).brokers)
+
+
+@dataclass
+class Expiry:
+    cluster: Cluster
+    broker: Node
+    cut: network.Cut
+    moved: dict[tuple[str, int], int]  # partition -> its leader once the controller acted
+    timeline: Timeline | None = None
+
+    def heal(self, timeout: float = 120.0) -> None:
+        self.cut.heal()
+        broker_id = self.broker.node_id
+        if self.cluster.mode == "zk":
+            probe, what = (lambda: _zk_registered(self.cluster)), "registered in ZooKeeper again"
+        else:
+            observer = next(i for i in self.cluster.brokers if i != broker_id)
+            probe, what = (lambda: _kraft_unfenced(self.cluster, observer)), "unfenced again"
+        try:
+            wait_until(
+                probe,
+                lambda ids: broker_id in ids,
+                what=f"broker {broker_id} {what}",
+                timeout=timeout,
+                describe=sorted,
+            )
+        except WaitTimeout as exc:
+            raise NotReached(f"broker {broker_id} {what}", f"live brokers {exc.last}") from None
+        if self.timeline is not None:
+            self.timeline.record("heal", "session", broker=broker_id)
+
+    def __enter__(self) -> Expiry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.heal()
+
+
+def expire_session(
+    cluster: Cluster, broker: Node, *, timeline: Timeline | None = None, timeout: float = 120.0
+) -> Expiry:
+    broker_id = broker.node_id
+    assert broker_id is not None
+    before = {tp: partition_state(cluster, *tp) for tp in partitions_in_isr(cluster, broker_id)}
+    if cluster.mode == "zk":
+        cut = network.isolate(cluster, broker, [cluster.zookeeper], timeline=timeline)
+        what = f"ZooKeeper to expire broker {broker_id}'s session (/brokers/ids/{broker_id} gone)"
+        probe = lambda: _zk_registered(cluster)  # noqa: E731
+    else:
+        cut = network.isolate(cluster, broker, cluster.controllers, timeline=timeline)
+        observer = next(i for i in cluster.brokers if i != broker_id)
+        what = f"the controller to fence broker {broker_id}"
+        probe = lambda: _kraft_unfenced(cluster, observer)  # noqa: E731
+    try:
+        wait_until(
+            probe, lambda ids: broker_id not in ids, what=what, timeout=timeout, describe=sorted
+        )
+        # The controller acts on the loss: partitions the broker led get another leader;
+        # where it followed, ZooKeeper mode shows the controller's write as a new state
+        # version (the leader may add a still-fetching follower straight back to the ISR),
+        # and KRaft keeps a fenced broker out of every ISR (KIP-841).
+        moved = {}
+        for tp, old in before.items():
+
+            def acted(s: PartitionState, old: PartitionState = old) -> bool:
+                if old.leader == broker_id:
+                    return s.leader != broker_id
+                if cluster.mode == "zk":
+                    return (s.version or 0) > (old.version or 0)
+                return broker_id not in s.isr
+
+            state = wait_until(
+                lambda t=tp: partition_state(cluster, *t),
+                acted,
+                what=f"the controller to act on {tp[0]}-{tp[1]} after losing broker {broker_id}",
+                timeout=timeout,
+                describe=str,
+            )
+            moved[tp] = state.leader
+    except WaitTimeout as exc:
+        cut.heal()
+        raise NotReached(exc.what, str(exc.last)) from None
+    if timeline is not None:
+        timeline.record(
+            "fault",
+            "session-expired",
+            broker=broker_id,
+            moved={f"{t}-{p}": leader for (t, p), leader in moved.items()},
+        )
+    return Expiry(cluster, broker, cut, moved, timeline)
