@@ -51,15 +51,34 @@ class Cut:
     inbound: bool  # packets from peers do not arrive at node
     outbound: bool  # packets from node do not arrive at peers
     timeline: Timeline | None = None
+    port: int | None = None  # with no peers: drop whatever arrives on this port
     rules: list[list[str]] = field(default_factory=list)
     healed: bool = False
 
     def describe(self) -> str:
+        if self.port is not None:
+            return f"{self.node.name}:{self.port} <-x- everyone"
         arrow = {(True, True): "<-x->", (True, False): "<-x--", (False, True): "--x->"}
         names = ",".join(p.name for p in self.peers)
         return f"{self.node.name} {arrow[(self.inbound, self.outbound)]} {names}"
 
     def _rule_specs(self) -> list[list[str]]:
+        if self.port is not None:
+            return [
+                [
+                    "INPUT",
+                    "-p",
+                    "tcp",
+                    "--dport",
+                    str(self.port),
+                    "-m",
+                    "comment",
+                    "--comment",
+                    _COMMENT,
+                    "-j",
+                    "DROP",
+                ]
+            ]
         specs = []
         for peer in self.peers:
             ip = peer.ip(self.cluster.network_name)
@@ -80,6 +99,8 @@ class Cut:
                     f"{result.output.strip()}"
                 )
             self.rules.append(spec)
+        if self.port is not None:
+            self._verify_port_cut()
         # TCP needs packets both ways, so any cut direction shows as a failed handshake.
         for peer in self.peers:
             if peer.status() == "running" and reachable(self.cluster, self.node, peer):
@@ -91,12 +112,33 @@ class Cut:
             self.timeline.record("fault", "cut", cut=self.describe(), rules=len(self.rules))
         return self
 
+    def _verify_port_cut(self) -> None:
+        probe = next(
+            (
+                n
+                for n in self.cluster.nodes.values()
+                if n is not self.node and n.status() == "running"
+            ),
+            None,
+        )
+        if probe is None:
+            return
+        script = f"exec 3<>/dev/tcp/{self.node.address}/{self.port}"
+        result = probe.exec(["timeout", str(PROBE_SECONDS), "bash", "-c", script])
+        if result.exit_code == 0 or "Connection refused" in result.output:
+            self._remove_rules()
+            raise NotReached(f"{self.describe()} cut", f"{probe.name} still connects")
+
     def _remove_rules(self) -> list[str]:
         failed = []
+        if self.node.status() != "running":
+            # A node that was killed meanwhile took its namespace, and the rules, with it;
+            # a restarted one starts with a fresh namespace.
+            self.rules.clear()
+            return failed
         for spec in list(self.rules):
             result = self.node.exec(["iptables", "-D", *spec])
-            # A node that was killed meanwhile has no namespace left: nothing to remove.
-            if result.exit_code == 0 or self.node.status() != "running":
+            if result.exit_code == 0:
                 self.rules.remove(spec)
             else:
                 failed.append(f"{' '.join(spec)}: {result.output.strip()}")
@@ -148,6 +190,21 @@ def isolate(
     """Cut a node from the given nodes (default: every other node of the cluster)."""
     peers = from_ if from_ is not None else [n for n in cluster.nodes.values() if n is not node]
     return Cut(cluster, node, peers, inbound=True, outbound=True, timeline=timeline).inject()
+
+
+def cut_clients(cluster: Cluster, node: Node, *, timeline: Timeline | None = None) -> Cut:
+    """Cut a broker off from every client: its client listener drops all traffic, while
+    inter-broker and controller traffic flow as before. A client can then only reach the
+    leaders the scenario means it to reach."""
+    return Cut(
+        cluster,
+        node,
+        [],
+        inbound=True,
+        outbound=False,
+        timeline=timeline,
+        port=config.EXTERNAL_PORT,
+    ).inject()
 
 
 def rules_in(node: Node) -> list[str]:

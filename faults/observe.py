@@ -9,9 +9,14 @@ PartitionRecord and PartitionChangeRecord entries are the state's history.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
+from faults.timeline import Timeline
 from fixtures.cluster import Cluster
 from fixtures.waiting import wait_until
 
@@ -87,3 +92,87 @@ def wait_state(
         timeout=timeout,
         describe=str,
     )
+
+
+class StateRecorder:
+    """Every observed state of one partition, appended to states.jsonl with wall time.
+
+    ZooKeeper mode watches the state znode, so each write the watch sees is recorded with
+    its znode version; a jump of more than one version is a write the watch missed (a
+    watch fires once per registration), which the history keeps visible rather than hides.
+    KRaft polls the metadata log, whose offsets play the role of versions.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        topic: str,
+        partition: int,
+        path: Path,
+        timeline: Timeline | None = None,
+        interval: float = 0.25,
+    ) -> None:
+        self.cluster, self.topic, self.partition = cluster, topic, partition
+        self.path = path
+        self.timeline = timeline
+        self.interval = interval
+        self.states: list[PartitionState] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _record(self, state: PartitionState) -> None:
+        with self._lock:
+            if self.states and self.states[-1].version == state.version:
+                return
+            self.states.append(state)
+            with self.path.open("a") as f:
+                f.write(json.dumps({"wall": time.time(), **asdict(state)}) + "\n")
+        if self.timeline is not None:
+            self.timeline.record(
+                "state",
+                "partition",
+                state=str(state),
+                leader=state.leader,
+                epoch=state.leader_epoch,
+                isr=list(state.isr),
+                recovery_state=state.recovery_state,
+            )
+
+    def start(self) -> StateRecorder:
+        if self.cluster.mode == "zk":
+            from kazoo.recipe.watchers import DataWatch
+
+            def on_change(data: bytes | None, stat: Any) -> bool:
+                if self._stop.is_set():
+                    return False  # ends the watch
+                if data is not None:
+                    self._record(parse_zk_state(self.topic, self.partition, data, stat.version))
+                return True
+
+            DataWatch(self.cluster.zk_client(), state_path(self.topic, self.partition), on_change)
+        else:
+            self._thread = threading.Thread(
+                target=self._poll, daemon=True, name=f"states-{self.topic}"
+            )
+            self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._record(partition_state(self.cluster, self.topic, self.partition))
+            except Exception:  # noqa: BLE001 - the controller may be mid-failover; poll again
+                continue
+
+    def stop(self) -> list[PartitionState]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        return list(self.states)
+
+    def __enter__(self) -> StateRecorder:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -39,19 +39,54 @@ def kill(
 def restart(
     cluster: Cluster, node: Node, timeline: Timeline | None = None, *, timeout: float = 120.0
 ) -> None:
-    """Start a stopped node again on its own data dirs and wait until it is registered."""
+    """Start a stopped node again on its own data dirs and wait until it serves.
+
+    A SIGKILLed ZooKeeper-mode broker leaves its ephemeral registration behind until its
+    session expires, and a broker that starts meanwhile fails to register and shuts down;
+    so the old registration must be gone first, and the new one must be this process's.
+    """
+    zk_path = f"/brokers/ids/{node.node_id}"
+    zk = cluster.zk_client() if cluster.mode == "zk" and node.is_broker else None
+    if zk is not None:
+        wait_until(
+            lambda: zk.exists(zk_path),
+            lambda stat: stat is None,
+            timeout=timeout,
+            what=f"broker {node.node_id}'s previous session to expire",
+        )
     node.start()
     _await_status(node, {"running"}, "running again")
     if node.is_broker:
+        dead = lambda: (
+            None
+            if node.status() == "running"
+            # noqa: E731
+            else (f"{node.name} exited:\n{node.tail_log()}")
+        )
+        if zk is not None:
+            wait_until(
+                lambda: zk.exists(zk_path),
+                lambda stat: stat is not None,
+                what=f"broker {node.node_id} registered again",
+                timeout=timeout,
+                abort=dead,
+            )
+        # Registered is not serving: the broker answers a metadata request listing itself.
+        wait_until(
+            lambda: set(cluster.admin(only=node.node_id).list_topics(timeout=5).brokers),
+            lambda ids: node.node_id in ids,
+            what=f"broker {node.node_id} serving again after restart",
+            timeout=timeout,
+            describe=sorted,
+            abort=dead,
+        )
         wait_until(
             cluster.registered_brokers,
             lambda ids: node.node_id in ids,
             what=f"broker {node.node_id} registered again after restart",
             timeout=timeout,
             describe=sorted,
-            abort=lambda: (
-                None if node.status() == "running" else f"{node.name} exited:\n{node.tail_log()}"
-            ),
+            abort=dead,
         )
     if timeline is not None:
         timeline.record("heal", "restart", node=node.name)

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from fixtures.errors import SetupError
 from suites.scenario import Scenario
-from suites.scenarios import smoke
+from suites.scenarios import kip_101, kip_279_s1, kip_279_s3, smoke
 
-SCENARIOS: dict[str, Scenario] = {s.id: s for s in (smoke.SCENARIO,)}
+SCENARIOS: dict[str, Scenario] = {
+    s.id: s
+    for s in (
+        smoke.SCENARIO,
+        kip_101.S1_SCENARIO,
+        kip_101.S2_SCENARIO,
+        kip_279_s1.SHORT,
+        kip_279_s1.EQUAL,
+        kip_279_s1.LONG,
+        kip_279_s3.SCENARIO,
+    )
+}
 
 
 def get(scenario_id: str) -> Scenario:

@@ -21,7 +21,7 @@ from typing import Any
 
 from faults.timeline import Timeline
 from fixtures.cluster import Cluster, ClusterSpec
-from fixtures.errors import NotReached
+from fixtures.errors import LogforkError, NotReached
 from fixtures.releases import Release, resolve
 from fixtures.waiting import Aborted, WaitTimeout
 from suites.workload import History
@@ -30,15 +30,34 @@ from suites.workload import History
 class Outcome(StrEnum):
     CONSISTENT = "consistent"  # replicas agree and no acknowledged write was lost
     REPRODUCED = "reproduced"  # the known bug showed, on a release before its fix
+    DEPARTS = "departs"  # the release departs from the KIP's text, as logfork documents
     DIVERGED = "diverged"  # replicas diverged or data was lost where the release should not
     NOT_REACHED = "not-reached"  # the scenario could not create the state it needs
     NOT_APPLICABLE = "not-applicable"  # the release or mode lacks what the scenario tests
+
+
+class ScenarioError(LogforkError):
+    """A scenario broke in a way logfork did not foresee (a bug in logfork, most likely)."""
 
 
 EXIT_AS_EXPECTED = 0
 EXIT_NOT_AS_EXPECTED = 1
 EXIT_USAGE = 2
 EXIT_NOT_REACHED = 3
+
+
+@dataclass(frozen=True)
+class Departure:
+    """Where a release does not do what the KIP's text says, as observed and documented.
+
+    On such a release the departure is the expected outcome: asserted, never skipped, and
+    stated in the verdict; a release that stops departing is reported too.
+    """
+
+    until: str  # the first release that no longer departs
+    kip_says: str
+    kafka_does: str
+    reference: str  # the code or JIRA that explains it
 
 
 @dataclass
@@ -80,6 +99,8 @@ class Verdict:
             return f"{self.scenario} on Kafka {self.release} ({self.mode}): {self.summary}"
         if self.outcome == Outcome.NOT_REACHED:
             verdict = "NOT REACHED"
+        elif self.as_expected and self.outcome == Outcome.DEPARTS:
+            verdict = f"KNOWN DEPARTURE FROM {self.kip}"
         elif self.as_expected:
             verdict = "AS THE KIP SAYS"
         else:
@@ -129,8 +150,14 @@ class Scenario:
     min_release: str | None = None  # below it the scenario does not apply
     modes: tuple[str, ...] = ("zk", "kraft")
     min_release_reason: str = ""
+    departures: tuple[Departure, ...] = ()
+
+    def departure(self, release: Release) -> Departure | None:
+        return next((d for d in self.departures if release.parts < Release(d.until).parts), None)
 
     def expected(self, release: Release) -> Outcome:
+        if self.departure(release) is not None:
+            return Outcome.DEPARTS
         if self.fixed_in is not None and release.parts < Release(self.fixed_in).parts:
             return Outcome.REPRODUCED
         return Outcome.CONSISTENT
@@ -204,18 +231,29 @@ def run(
             finding = scenario.body(ctx)
         timeline.phase("done")
         if finding.bug_seen:
-            outcome = Outcome.REPRODUCED if expected == Outcome.REPRODUCED else Outcome.DIVERGED
+            bad = (Outcome.REPRODUCED, Outcome.DEPARTS)
+            outcome = expected if expected in bad else Outcome.DIVERGED
         else:
             outcome = Outcome.CONSISTENT
-        result = verdict(outcome, finding.summary, details=finding.details)
+        departure = scenario.departure(release)
+        summary = finding.summary
+        if departure is not None:
+            summary += (
+                f". {scenario.kip} says: {departure.kip_says}. Kafka {release} instead "
+                f"{departure.kafka_does} ({departure.reference})"
+            )
+        result = verdict(outcome, summary, details=finding.details)
     except (NotReached, WaitTimeout, Aborted) as exc:
         # A wait that timed out inside a scenario is a state that was not reached.
         summary = str(exc) if isinstance(exc, NotReached) else f"not reached: {exc}"
         timeline.record("note", "not-reached", reason=summary)
         result = verdict(Outcome.NOT_REACHED, summary)
-    except Exception:
+    except Exception as exc:
         (run_dir / "error.txt").write_text(traceback.format_exc())
-        raise
+        raise ScenarioError(
+            f"{scenario.id} on Kafka {release} ({mode}) failed unexpectedly: "
+            f"{type(exc).__name__}: {exc}. The traceback is in {run_dir / 'error.txt'}."
+        ) from exc
     result.run_dir = str(run_dir)
     result.phases = timeline.phase_durations()
     result.phases.pop("done", None)

@@ -1,0 +1,149 @@
+"""The grouped judge: one partition's replica rows (and its acknowledged sends) in, one
+verdict row out. Runs in Spark executors through a cogrouped ``applyInPandas``.
+
+The replica rows are turned back into `checkers.lineage.Lineage` objects and judged by
+`checkers.verdict.judge_partition`, the same function `logfork audit` calls; nothing of
+the comparison or of the protocol model is written again here.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from checkers.lineage import Lineage
+from checkers.model import Protocol
+from checkers.verdict import PartitionVerdict, judge_partition, pick_leader
+from reports import diagram
+from reports.loss import check_acknowledged
+from reports.tables import VERDICT_SCHEMA, lineage_from_row
+
+VERDICT_COLUMNS = VERDICT_SCHEMA.names
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """What the driver knows and every group needs: each run's protocol, and the current
+    leader of the partitions a KRaft metadata log (or quorum-state) names."""
+
+    protocols: dict[str, str] = field(default_factory=dict)
+    leaders: dict[tuple[str, str, int], int] = field(default_factory=dict)
+
+
+def replica_info(lin: Lineage) -> dict[str, Any]:
+    return {
+        "broker": lin.broker_id,
+        "path": lin.path,
+        "log_start_offset": lin.log_start_offset,
+        "high_watermark": lin.high_watermark,
+        "log_end_offset": lin.leo,
+        "recovery_point": lin.recovery_point,
+        "batches": len(lin.batches),
+        "tail_epoch": lin.tail_epoch,
+        "epoch_cache": lin.epoch_cache(),
+        "checkpoint": lin.checkpointed_epoch_starts,
+        "torn_tail": None if lin.torn_tail is None else str(lin.torn_tail),
+        "errors": [str(e) for e in lin.errors[:20]],
+        "error_count": len(lin.errors),
+        "topic_id": lin.topic_id,
+    }
+
+
+def report_data(
+    lineages: list[Lineage],
+    verdict: PartitionVerdict,
+    sends: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What the report shows of one partition beyond `PartitionVerdict.to_dict()`."""
+    by_id = {lin.broker_id: lin for lin in lineages}
+    reference = by_id[verdict.leader] if verdict.leader in by_id else pick_leader(lineages)
+    versions = [
+        {
+            "replicas": v.replicas,
+            "span": v.batch.span,
+            "leader_epoch": v.batch.leader_epoch,
+            "crc_valid": v.batch.crc_valid,
+            "max_timestamp": v.batch.max_timestamp,
+            "reference": reference.broker_id in v.replicas,
+        }
+        for v in verdict.versions
+    ]
+    return {
+        "reference": reference.broker_id,
+        "replicas": [replica_info(lin) for lin in sorted(lineages, key=lambda x: x.broker_id)],
+        "diagram": diagram.build(lineages, verdict, reference),
+        "replays": diagram.replay_rejoin(lineages, verdict, reference),
+        "predictions": {
+            str(f): {"lines": r.describe(), "outcome": r.outcome.value}
+            for f, r in verdict.predictions.items()
+        },
+        "versions": versions,
+        "loss": check_acknowledged(lineages, reference, sends),
+    }
+
+
+def judge_group(
+    config: JudgeConfig, key: tuple[Any, ...], replicas: pd.DataFrame, sends: pd.DataFrame
+) -> pd.DataFrame:
+    """Cogrouped applyInPandas function: key (run, topic, partition)."""
+    run, topic, partition = str(key[0]), str(key[1]), int(key[2])
+    protocol = Protocol(config.protocols.get(run, Protocol.KIP_279.value))
+    lineages = [
+        lineage_from_row(topic, partition, int(broker), replica)
+        for broker, judged, replica in zip(
+            replicas["broker"].tolist(),
+            replicas["judged"].tolist(),
+            replicas["replica"].tolist(),
+            strict=True,
+        )
+        if judged
+    ]
+    send_rows = sends.to_dict("records") if len(sends) else []
+    if not lineages:
+        if not send_rows:
+            return pd.DataFrame({c: pd.Series([], dtype=object) for c in VERDICT_COLUMNS})
+        loss = check_acknowledged([], None, send_rows)
+        row = {
+            "run": run,
+            "topic": topic,
+            "partition": partition,
+            "status": "absent",
+            "replicas": [],
+            "protocol": protocol.value,
+            "acked": loss["acked"] if loss else 0,
+            "lost": loss["lost_count"] if loss else 0,
+            "report_json": json.dumps({"loss": loss, "replicas": []}),
+        }
+        return _frame(row)
+    verdict = judge_partition(
+        lineages, leader=config.leaders.get((run, topic, partition)), protocol=protocol
+    )
+    data = report_data(lineages, verdict, send_rows)
+    loss = data["loss"]
+    row = {
+        "run": run,
+        "topic": topic,
+        "partition": partition,
+        "status": verdict.status,
+        "diverged_at": verdict.diverged_at,
+        "below_high_watermark": verdict.below_high_watermark,
+        "high_watermark": verdict.high_watermark,
+        "leader": verdict.leader,
+        "replicas": verdict.replicas,
+        "protocol": protocol.value,
+        "acked": None if loss is None else loss["acked"],
+        "lost": None if loss is None else loss["lost_count"],
+        "verdict_json": json.dumps(verdict.to_dict()),
+        "report_json": json.dumps(data),
+        "verdict_pickle": pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL),
+    }
+    return _frame(row)
+
+
+def _frame(row: dict[str, Any]) -> pd.DataFrame:
+    # Object columns keep None as null and ints exact through Arrow, in pandas 2 and 3.
+    return pd.DataFrame({c: pd.Series([row.get(c)], dtype=object) for c in VERDICT_COLUMNS})

@@ -1,0 +1,248 @@
+"""The process's one SparkSession: started on first use, quiet, stopped at exit.
+
+`get_session()` starts it with the master from its argument, else `$LOGFORK_SPARK_MASTER`,
+else ``local[*]``. Asking for another master stops the running session first: a process
+holds one SparkContext at a time, and the local[1]/local[2] comparison needs both.
+
+Spark's own console progress bar is off (it rewrites one line with carriage returns, which
+CI logs keep as noise); `reports.progress` prints logfork-style progress instead. The JVM
+logs at ERROR only, through a log4j2 configuration written at start.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fixtures.errors import LogforkError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+MASTER_ENV = "LOGFORK_SPARK_MASTER"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+_LOG4J2 = """\
+status = error
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = stderr
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [logfork] spark %p %c{1}: %m%n
+"""
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+_master: str | None = None
+_scratch: Path | None = None
+
+
+class SparkUnavailable(LogforkError):
+    """Spark could not start: no Java, a bad master URL, a cluster that does not answer."""
+
+
+def quiet_pandas_warning() -> None:
+    # PySpark warns about pandas 3 on every pandas UDF; the pipeline is tested with pandas 2
+    # and 3 and converts through Arrow itself where types matter.
+    warnings.filterwarnings(
+        "ignore", message=r"PySpark does not yet fully support pandas", category=FutureWarning
+    )
+
+
+def resolve_master(master: str | None = None) -> str:
+    return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+
+
+def local_cores(master: str) -> int | None:
+    """Cores of a local master (``local``, ``local[N]``, ``local[*]``); None for a cluster."""
+    if master == "local":
+        return 1
+    if master.startswith("local[") and master.endswith("]"):
+        inner = master[len("local[") : -1].split(",")[0]
+        return os.cpu_count() or 1 if inner == "*" else int(inner)
+    return None
+
+
+def current_master() -> str | None:
+    return _master if _session is not None else None
+
+
+def get_session(master: str | None = None) -> SparkSession:
+    """The running session, or a new one. A different `master` replaces the running one."""
+    global _session, _master
+    wanted = resolve_master(master)
+    with _lock:
+        if _session is not None and (master is None or wanted == _master):
+            return _session
+        if _session is not None:
+            _stop_locked()
+        _session = _start(wanted)
+        _master = wanted
+        return _session
+
+
+def stop_session() -> None:
+    """Stop the session (and its JVM) if one is running."""
+    with _lock:
+        _stop_locked()
+
+
+def _stop_locked() -> None:
+    global _session, _master, _scratch
+    if _session is None:
+        return
+    session, _session, _master = _session, None, None
+    try:
+        session.stop()
+    finally:
+        # The py4j gateway and its JVM outlive SparkSession.stop(): the JVM would linger
+        # until the interpreter exits, and a new session would reuse it with the old JVM
+        # options. The gateway JVM exits when its stdin closes.
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        if gateway is not None:
+            proc = getattr(gateway, "proc", None)
+            with contextlib.suppress(Exception):
+                gateway.shutdown()
+            if proc is not None:
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        if _scratch is not None:
+            shutil.rmtree(_scratch, ignore_errors=True)
+            _scratch = None
+
+
+def _start(master: str) -> SparkSession:
+    global _scratch
+    quiet_pandas_warning()
+    # Python workers must run this interpreter (the one with pyarrow, pandas and logfork).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    conf_dir = _scratch = Path(tempfile.mkdtemp(prefix="logfork-spark-"))
+    log4j = conf_dir / "log4j2.properties"
+    log4j.write_text(_LOG4J2)
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
+    cores = local_cores(master)
+    if cores is not None:
+        # A local master needs no network: bind to loopback, and no warning about which
+        # interface the host name resolves to.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    pythonpath = os.pathsep.join(
+        p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("logfork")
+        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.executor.extraJavaOptions", java_opts)
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.execution.arrow.pyspark.fallback.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.executorEnv.PYTHONPATH", pythonpath)
+        .config("spark.local.dir", str(conf_dir / "scratch"))
+    )
+    if cores is not None:
+        # Local runs: no web UI (a port and a second of start-up for nothing), and shuffles
+        # sized for the cores rather than Spark's 200 partitions.
+        builder = builder.config("spark.ui.enabled", "false").config(
+            "spark.sql.shuffle.partitions", str(max(2, cores * 2))
+        )
+    try:
+        with _filtered_stderr():
+            session = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - py4j and Java errors become one paragraph
+        raise SparkUnavailable(
+            f"Spark could not start with master {master!r}: {_first_line(exc)}. logfork runs "
+            "Spark through PySpark, which needs Java 17 or later on PATH (or JAVA_HOME); "
+            "for a cluster, check the --spark-master URL and that logfork is installed on "
+            "its workers."
+        ) from None
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+# Lines the JVM (and the Python workers it starts) print on stderr whatever the log level:
+# start-up chatter and PySpark's pandas 3 warning, which says nothing a user can act on.
+_NOISE = re.compile(
+    r"^(WARNING: Using incubator modules|Setting default log level to|"
+    r"To adjust logging level use sc\.setLogLevel|.*FutureWarning: PySpark does not yet fully "
+    r"support pandas)"
+)
+_NOISE_FOLLOWER = re.compile(r"^\s+require_minimum_pandas_version\(\)")
+
+
+@contextlib.contextmanager
+def _filtered_stderr() -> Iterator[None]:
+    """Start the JVM with its stderr on a pipe that drops `_NOISE` and passes the rest on.
+
+    The JVM inherits file descriptor 2 when py4j launches it, so fd 2 points at the pipe
+    only while the session starts; the relay thread then serves the JVM (and its Python
+    workers) for as long as they live.
+    """
+    try:
+        read_fd, write_fd = os.pipe()
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    sys.stderr.flush()
+    os.dup2(write_fd, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(write_fd)
+        threading.Thread(
+            target=_relay, args=(read_fd, saved), daemon=True, name="logfork-spark-stderr"
+        ).start()
+
+
+def _relay(read_fd: int, out_fd: int) -> None:
+    skip_next = False
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe, contextlib.suppress(OSError):
+        for raw in iter(pipe.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            if skip_next and _NOISE_FOLLOWER.match(line):
+                skip_next = False
+                continue
+            skip_next = False
+            if _NOISE.match(line):
+                skip_next = True
+                continue
+            os.write(out_fd, raw)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+atexit.register(stop_session)

@@ -1,0 +1,248 @@
+"""KIP-101's two scenarios: truncation by high watermark loses or forks data.
+
+Broker A (b1) follows broker B (b2), which leads; broker C (b3) is the controller and holds
+nothing. Both scenarios run on ZooKeeper-mode releases, before (0.10.2) and after (0.11+)
+leader epochs replaced the high watermark as the truncation point.
+"""
+
+from __future__ import annotations
+
+from checkers.checkpoints import read_offset_checkpoint
+from faults import network, power, process
+from faults.observe import StateRecorder, partition_state
+from fixtures.cluster import Cluster, ClusterSpec
+from fixtures.errors import NotReached
+from fixtures.waiting import WaitTimeout, wait_until
+from suites import steps
+from suites.scenario import Finding, RunContext, Scenario
+from suites.workload import read_partition
+
+A, B, C = 1, 2, 3
+HW_CHECKPOINT = "replication-offset-checkpoint"
+
+
+def spec(kafka: str, mode: str) -> ClusterSpec:
+    return ClusterSpec(
+        kafka,
+        mode,
+        brokers=3,
+        controller=C,
+        # A and B die on purpose and must be noticed quickly; C must never lose its session.
+        broker_config={"zookeeper.session.timeout.ms": 6000},
+        node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
+    )
+
+
+def checkpointed_hw(cluster: Cluster, broker_id: int, topic: str) -> int | None:
+    path = cluster.broker(broker_id).data_dir / HW_CHECKPOINT
+    try:
+        return read_offset_checkpoint(path).get((topic, 0))
+    except Exception:  # noqa: BLE001 - mid-rewrite or absent: no value yet
+        return None
+
+
+def await_checkpointed_hw(cluster: Cluster, broker_id: int, topic: str, at_least: int) -> None:
+    try:
+        wait_until(
+            lambda: checkpointed_hw(cluster, broker_id, topic) or 0,
+            lambda hw: hw >= at_least,
+            timeout=30,
+            what=f"broker {broker_id}'s checkpointed high watermark of {topic} >= {at_least}",
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, f"{exc.last}") from None
+
+
+def _recording(ctx: RunContext, topic: str, run) -> Finding:
+    recorder = StateRecorder(ctx.cluster, topic, 0, ctx.run_dir / "states.jsonl", ctx.timeline)
+    recorder.start()
+    try:
+        return run(ctx)
+    finally:
+        recorder.stop()
+
+
+def _details(verdict, convergence, **extra) -> dict:
+    return {
+        **extra,
+        "convergence": {
+            "converged": convergence.converged,
+            "stuck": convergence.stuck,
+            "isr": list(convergence.isr),
+            "log_end_offsets": convergence.log_end_offsets,
+        },
+        "checker": verdict.to_dict(),
+    }
+
+
+# -- scenario 1 ---------------------------------------------------------------------------
+S1 = "kip101s1"
+
+
+def s1_body(ctx: RunContext) -> Finding:
+    # min.insync.replicas=1 as in the KIP's figure. A killed follower leaves the ISR, so
+    # once B fails A can only be elected uncleanly: the topic allows that. What differs
+    # between releases is whether A's restart threw m2 away before that election.
+    ctx.cluster.create_topic(
+        S1, [[B, A]], {"min.insync.replicas": 1, "unclean.leader.election.enable": True}
+    )
+    return _recording(ctx, S1, _s1)
+
+
+def _s1(ctx: RunContext) -> Finding:
+    cluster, timeline = ctx.cluster, ctx.timeline
+    a, b = cluster.broker(A), cluster.broker(B)
+    m1 = steps.produce_batch(ctx, S1, 1, to=B, acks="all")
+    # A's high watermark reaches its checkpoint file every 5 s. Right after a checkpoint
+    # that records m1 as committed, m2 is written and A dies: A's checkpoint still says 1.
+    await_checkpointed_hw(cluster, A, S1, 1)
+    mtime = (a.data_dir / HW_CHECKPOINT).stat().st_mtime_ns
+    wait_until(
+        lambda: (a.data_dir / HW_CHECKPOINT).stat().st_mtime_ns,
+        lambda t: t != mtime,
+        what="A's next high watermark checkpoint",
+        timeout=30,
+    )
+    m2 = steps.produce_batch(ctx, S1, 1, to=B, acks="all")
+    process.kill(cluster, a, timeline)
+    steps.expect_log(cluster, A, S1, [(0, 0), (1, 1)], "A fetched m2 before dying")
+    hw = checkpointed_hw(cluster, A, S1)
+    if hw != 1:
+        raise NotReached(
+            "A's checkpointed high watermark 1 (m2 committed, A not told)", f"high watermark {hw}"
+        )
+    steps.await_isr(cluster, S1, (B,), what="A out of the ISR after its crash")
+
+    # A restarts but cannot reach B: it becomes B's follower and does whatever its release
+    # does on becoming a follower, without fetching anything.
+    cut = network.partition(cluster, b, a, timeline=timeline)
+    mark = steps.log_mark(a)
+    process.restart(cluster, a, timeline)
+    # A logs "Added fetcher" once it is B's follower: before 0.11 it has truncated to its
+    # high watermark by then (ReplicaManager.makeFollowers truncates, then adds fetchers).
+    steps.await_log_line(
+        a,
+        lambda line: "Added fetcher" in line and S1 in line,
+        since=mark,
+        what="A to become B's follower",
+    )
+    after_restart = steps.replica(cluster, A, S1)
+    timeline.record("note", "after-restart", broker=A, log=steps.spans(after_restart))
+
+    # B fails; A, the only replica left, is elected.
+    process.kill(cluster, b, timeline)
+    cut.heal()  # B's namespace went with it; nothing is left to remove
+    steps.await_leader(cluster, S1, A, what="A elected after B failed")
+    process.restart(cluster, b, timeline)
+    convergence = steps.converge(ctx, S1, [A, B], timeout=60)
+    verdict = steps.judge(ctx, S1)
+    present = {r.value for r in read_partition(cluster, S1)}
+    lost = [s.value for s in m1 + m2 if s.value not in present]
+    details = _details(
+        verdict,
+        convergence,
+        a_after_restart=steps.spans(after_restart),
+        acknowledged_lost=lost,
+        high_watermark_checkpoint_of_a=hw,
+    )
+    if lost:
+        return Finding(
+            True,
+            f"acknowledged m2 lost: A truncated to its high watermark on "
+            f"restart (A held {steps.spans(after_restart)}) and then led",
+            details,
+        )
+    if verdict.status == "diverged":
+        return Finding(True, f"replicas diverged at offset {verdict.diverged_at}", details)
+    return Finding(
+        False,
+        f"m2 kept: A restarted holding {steps.spans(after_restart)} and led with both records",
+        details,
+    )
+
+
+# -- scenario 2 ---------------------------------------------------------------------------
+S2 = "kip101s2"
+
+
+def s2_body(ctx: RunContext) -> Finding:
+    ctx.cluster.create_topic(S2, [[B, A]], {"min.insync.replicas": 1})
+    return _recording(ctx, S2, _s2)
+
+
+def _s2(ctx: RunContext) -> Finding:
+    cluster, timeline = ctx.cluster, ctx.timeline
+    for _ in range(3):  # m1, m2, m3: three batches, all committed
+        steps.produce_batch(ctx, S2, 1, to=B, acks="all")
+    # Both replicas know all three are committed, so a restart keeps what is on disk.
+    await_checkpointed_hw(cluster, A, S2, 3)
+    await_checkpointed_hw(cluster, B, S2, 3)
+    before = partition_state(cluster, S2)
+
+    # A power outage hits both; each loses a different unflushed tail. A goes first, so B
+    # remains the last member of the ISR.
+    power.power_loss(cluster, cluster.broker(A), timeline=timeline, cut_at={(S2, 0): 2})
+    steps.await_isr(cluster, S2, (B,), what="A out of the ISR")
+    power.power_loss(cluster, cluster.broker(B), timeline=timeline, cut_at={(S2, 0): 1})
+    steps.expect_log(cluster, A, S2, [(0, 0), (1, 1)], "A after the outage")
+    steps.expect_log(cluster, B, S2, [(0, 0)], "B after the outage")
+
+    # B comes back first and leads in a new epoch; it accepts m4 at offset 1.
+    process.restart(cluster, cluster.broker(B), timeline)
+    steps.await_leader(
+        cluster,
+        S2,
+        B,
+        min_epoch=(before.leader_epoch or 0) + 1,
+        what="B leading again in a new epoch",
+    )
+    steps.produce_batch(ctx, S2, 1, to=B, acks="1")
+    steps.expect_log(cluster, B, S2, [(0, 0), (1, 1)], "B wrote m4 at offset 1")
+
+    prediction = steps.predict(ctx, S2, leader=B, follower=A)
+    process.restart(cluster, cluster.broker(A), timeline)  # A follows B
+    convergence = steps.converge(ctx, S2, [A, B], timeout=60)
+    verdict = steps.judge(ctx, S2)
+    comparison = steps.model_vs_brokers(prediction, verdict, convergence)
+    details = _details(verdict, convergence, model_vs_brokers=comparison)
+    if verdict.status == "diverged" or convergence.stuck:
+        committed = "below" if verdict.below_high_watermark else "above"
+        return Finding(
+            True,
+            f"replicas diverged at offset {verdict.diverged_at} ({committed} "
+            f"the high watermark); model predicted {comparison['predicted']}",
+            details,
+        )
+    if not convergence.converged:
+        raise NotReached(
+            "A converging with B",
+            f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}",
+        )
+    return Finding(
+        False,
+        f"A truncated m2 and converged with B; model predicted {comparison['predicted']}",
+        details,
+    )
+
+
+S1_SCENARIO = Scenario(
+    id="kip-101-s1",
+    title="KIP-101 scenario 1: high watermark truncation, then an immediate leader election",
+    body=s1_body,
+    cluster=spec,
+    kip="KIP-101",
+    jira="KAFKA-1211",
+    fixed_in="0.11.0",
+    modes=("zk",),
+)
+
+S2_SCENARIO = Scenario(
+    id="kip-101-s2",
+    title="KIP-101 scenario 2: replicas diverge on restart after both lose unflushed tails",
+    body=s2_body,
+    cluster=spec,
+    kip="KIP-101",
+    jira="KAFKA-1211",
+    fixed_in="0.11.0",
+    modes=("zk",),
+)

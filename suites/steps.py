@@ -1,0 +1,334 @@
+"""Building blocks the KIP scenarios share: exact batches, checks of intermediate states,
+convergence, the model's prediction and the checker's judgement.
+
+Every step that creates a state also proves it, reading the replicas' segments from disk;
+a step that finds anything else raises NotReached naming what it expected and observed.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Producer
+
+from checkers.audit import audit
+from checkers.lineage import Lineage, read_log_dir
+from checkers.model import Protocol, TruncationResult, truncate_follower
+from checkers.verdict import PartitionVerdict
+from faults.observe import partition_state
+from fixtures.cluster import Cluster
+from fixtures.errors import NotReached
+from fixtures.releases import Release
+from fixtures.waiting import WaitTimeout, wait_until
+from suites.scenario import RunContext
+from suites.workload import Send
+
+
+def protocol_for(release: Release) -> Protocol:
+    """How a follower of this release finds where to truncate (with the inter-broker
+    protocol left at its default, the release's own)."""
+    if not release.has_leader_epochs:
+        return Protocol.HIGH_WATERMARK
+    if not release.has_kip279:
+        return Protocol.KIP_101  # OffsetsForLeaderEpoch v0
+    if not release.at_least(2, 7):
+        return Protocol.KIP_279  # v1+: the answer names its epoch
+    return Protocol.DIVERGING_EPOCH  # truncation from the Fetch response (KAFKA-10554)
+
+
+def replica(cluster: Cluster, broker_id: int, topic: str, partition: int = 0) -> Lineage:
+    """One replica's lineage, read from the broker's log dir on the host."""
+    log_dir = read_log_dir(cluster.broker(broker_id).data_dir, topic=topic)
+    lineage = log_dir.lineages.get((topic, partition))
+    return lineage or Lineage(topic, partition, broker_id)
+
+
+def spans(lineage: Lineage) -> str:
+    if not lineage.batches:
+        return "(empty)"
+    # v0/v1 messages carry no leader epoch (-1): show just the offsets.
+    return " ".join(
+        f"[{b.base_offset},{b.last_offset}]" + (f"e{b.leader_epoch}" if b.leader_epoch >= 0 else "")
+        for b in lineage.batches
+    )
+
+
+def expect_log(
+    cluster: Cluster, broker_id: int, topic: str, expected: list[tuple[int, int]], what: str
+) -> Lineage:
+    """The broker's replica holds exactly these batches (base, last); else not reached."""
+    lineage = replica(cluster, broker_id, topic)
+    actual = [(b.base_offset, b.last_offset) for b in lineage.batches]
+    if actual != expected:
+        shown = " ".join(f"[{a},{b}]" for a, b in expected)
+        raise NotReached(f"{what}: broker {broker_id} holding {shown}", spans(lineage))
+    return lineage
+
+
+def produce_batch(
+    ctx: RunContext,
+    topic: str,
+    count: int,
+    *,
+    to: int,
+    acks: str,
+    partition: int = 0,
+    timeout: float = 60.0,
+) -> list[Send]:
+    """Write exactly one batch of `count` records through broker `to`, the leader as that
+    broker sees it. A fresh producer bootstrapped from that broker alone is a client whose
+    metadata comes from it, as a client of a zombie leader's would."""
+    # The client asks `to` for metadata first; until `to` itself believes it leads, that
+    # client would be sent elsewhere (to a zombie leader, say, which would accept it).
+    cluster = ctx.cluster
+    wait_until(
+        lambda: cluster.partition_metadata(topic, partition, only=to).leader,
+        lambda leader: leader == to,
+        what=f"broker {to} to see itself as leader of {topic}-{partition}",
+        timeout=30,
+    )
+    tag = secrets.token_hex(4)  # distinct contents, hence distinct CRCs, per batch
+    producer = Producer(
+        {
+            **ctx.cluster.client_config(only=to),
+            "acks": acks,
+            "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 1,
+            "linger.ms": 2000,  # keep every record in one batch until flush()
+            "batch.num.messages": max(count, 1),
+            "message.timeout.ms": int(timeout * 1000),
+        }
+    )
+    sends: list[Send] = []
+
+    def report(err: Any, msg: Any, send: Send) -> None:
+        send.acked = time.time()
+        if err is not None:
+            send.error = err.str()
+        else:
+            send.offset, send.partition = msg.offset(), msg.partition()
+        ctx.history.add(send)
+
+    for i in range(count):
+        value = f"{topic}-{tag}-{i}"
+        send = Send(topic, value, value, acks, time.time(), partition=partition, broker=to)
+        sends.append(send)
+        producer.produce(
+            topic,
+            value=value.encode(),
+            key=value.encode(),
+            partition=partition,
+            on_delivery=lambda e, m, s=send: report(e, m, s),
+        )
+    producer.flush(timeout)
+    failed = [s for s in sends if not s.ok]
+    offsets = [s.offset for s in sends if s.ok]
+    if failed or offsets != list(range(offsets[0], offsets[0] + count)):
+        raise NotReached(
+            f"a batch of {count} records (acks={acks}) acknowledged by broker {to}",
+            f"{len(failed)} failed ({failed[0].error if failed else ''}), offsets {offsets}",
+        )
+    ctx.timeline.record(
+        "note", "batch", topic=topic, broker=to, acks=acks, first=offsets[0], last=offsets[-1]
+    )
+    return sends
+
+
+def await_leader(
+    cluster: Cluster,
+    topic: str,
+    leader: int,
+    *,
+    what: str,
+    min_epoch: int | None = None,
+    timeout: float = 90.0,
+):
+    def ok(s) -> bool:
+        return s.leader == leader and (min_epoch is None or (s.leader_epoch or 0) >= min_epoch)
+
+    try:
+        return wait_until(
+            lambda: partition_state(cluster, topic), ok, what=what, timeout=timeout, describe=str
+        )
+    except WaitTimeout as exc:
+        raise NotReached(what, str(exc.last)) from None
+
+
+def await_isr(
+    cluster: Cluster, topic: str, isr: tuple[int, ...], *, what: str, timeout: float = 90.0
+):
+    try:
+        return wait_until(
+            lambda: partition_state(cluster, topic),
+            lambda s: s.isr == isr,
+            what=what,
+            timeout=timeout,
+            describe=str,
+        )
+    except WaitTimeout as exc:
+        raise NotReached(what, str(exc.last)) from None
+
+
+def log_mark(node) -> int:
+    """Where the node's log ends now; lines after it are what happens next."""
+    return node.log_file.stat().st_size if node.log_file.is_file() else 0
+
+
+def await_log_line(node, match, *, since: int, what: str, timeout: float = 60.0) -> str:
+    """The first line the node logs after `since` that `match` accepts."""
+
+    def lines() -> list[str]:
+        with node.log_file.open("rb") as f:
+            f.seek(since)
+            return f.read().decode(errors="replace").splitlines()
+
+    try:
+        found = wait_until(
+            lambda: [ln for ln in lines() if match(ln)],
+            bool,
+            what=what,
+            timeout=timeout,
+            describe=lambda ls: ls[-1:] if ls else "no line",
+        )
+    except WaitTimeout as exc:
+        raise NotReached(what, str(exc.last)) from None
+    return found[0]
+
+
+# Log lines that mean a follower's replication of a partition stopped for good (until
+# someone intervenes): the fetcher thread died (before 2.3) or marked the partition failed
+# (KIP-461, 2.3+). The first is KAFKA-6361's n < 20 case.
+STUCK_MARKS = (
+    "UnexpectedAppendOffsetException",
+    "Error processing data for partition",
+    "marked as failed",
+    "Out of order offsets",
+)
+
+
+def stuck_follower(cluster: Cluster, broker_id: int, topic: str) -> str | None:
+    log = cluster.broker(broker_id).log_file
+    if not log.is_file():
+        return None
+    for line in log.read_text(errors="replace").splitlines():
+        if any(mark in line for mark in STUCK_MARKS) and topic in line:
+            return line.strip()[:400]
+    return None
+
+
+@dataclass
+class Convergence:
+    converged: bool
+    seconds: float
+    stuck: dict[int, str] = field(default_factory=dict)  # broker -> the log line
+    isr: tuple[int, ...] = ()
+    log_end_offsets: dict[int, int] = field(default_factory=dict)
+
+
+def converge(
+    ctx: RunContext, topic: str, replicas: list[int], *, timeout: float = 90.0
+) -> Convergence:
+    """Give the cluster time to converge: every replica in the ISR with equal log end
+    offsets. Returns early when a follower's replication has stopped for good."""
+    ctx.timeline.phase("convergence")
+    cluster = ctx.cluster
+    started = time.monotonic()
+    result = Convergence(False, 0.0)
+    while time.monotonic() - started < timeout:
+        result.stuck = {b: line for b in replicas if (line := stuck_follower(cluster, b, topic))}
+        try:
+            result.isr = partition_state(cluster, topic).isr
+        except Exception:  # noqa: BLE001 - a controller failing over; look again
+            result.isr = ()
+        result.log_end_offsets = {b: replica(cluster, b, topic).leo for b in replicas}
+        same_end = len(set(result.log_end_offsets.values())) == 1
+        if sorted(result.isr) == sorted(replicas) and same_end:
+            result.converged = True
+            break
+        if result.stuck:
+            break
+        time.sleep(0.5)
+    result.seconds = time.monotonic() - started
+    ctx.timeline.record(
+        "note",
+        "convergence",
+        converged=result.converged,
+        stuck=result.stuck,
+        isr=list(result.isr),
+        leos=result.log_end_offsets,
+    )
+    return result
+
+
+def _await_checkpointed_high_watermarks(
+    ctx: RunContext, topic: str, replicas: list[int], timeout: float = 12.0
+) -> None:
+    """Brokers checkpoint their high watermarks every replica.high.watermark.checkpoint.
+    interval.ms (5 s); give the leader's checkpoint time to reach its log end, so that the
+    checker's "below the high watermark" speaks of the final state. Not a precondition:
+    a stuck partition's high watermark may never get there."""
+    try:
+        leader = partition_state(ctx.cluster, topic).leader
+    except Exception:  # noqa: BLE001 - no state, no leader to wait for
+        return
+    if leader not in replicas:
+        return
+    target = replica(ctx.cluster, leader, topic).leo
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (replica(ctx.cluster, leader, topic).high_watermark or 0) >= target:
+            return
+        time.sleep(0.5)
+
+
+def predict(ctx: RunContext, topic: str, *, leader: int, follower: int) -> TruncationResult:
+    """What the protocol model says the follower will do, from the logs as they are now."""
+    protocol = protocol_for(ctx.release)
+    result = truncate_follower(
+        replica(ctx.cluster, leader, topic), replica(ctx.cluster, follower, topic), protocol
+    )
+    ctx.timeline.record(
+        "note",
+        "model",
+        protocol=protocol.value,
+        follower=follower,
+        leader=leader,
+        outcome=result.outcome.value,
+        lines=result.describe(),
+    )
+    return result
+
+
+def judge(ctx: RunContext, topic: str, partition: int = 0) -> PartitionVerdict:
+    """The checker's judgement of the topic's replicas on disk; audit.json keeps it."""
+    ctx.timeline.phase("check")
+    dirs = [node.data_dir for node in ctx.cluster.brokers.values()]
+    result = audit(dirs, topic=topic, protocol=protocol_for(ctx.release))
+    (ctx.run_dir / "audit.json").write_text(result.to_json())
+    for verdict in result.partitions:
+        if (verdict.topic, verdict.partition) == (topic, partition):
+            return verdict
+    raise NotReached(
+        f"the checker reading {topic}-{partition} on disk",
+        f"no replica found; errors: {[str(e.error) for e in result.errors]}",
+    )
+
+
+def model_vs_brokers(
+    prediction: TruncationResult, verdict: PartitionVerdict, convergence: Convergence
+) -> dict[str, Any]:
+    """Both sides recorded: what the model predicted and what the brokers did."""
+    if convergence.stuck:
+        actual = "stuck"
+    else:
+        actual = "diverged" if verdict.status == "diverged" else "consistent"
+    return {
+        "predicted": prediction.outcome.value,
+        "predicted_truncation_offset": prediction.truncation_offset,
+        "model": prediction.describe(),
+        "actual": actual,
+        "agree": prediction.outcome.value == actual,
+    }
