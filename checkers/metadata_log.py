@@ -20,6 +20,12 @@ Records used (metadata/src/main/resources/common/metadata/*.json):
   8 Directories. Any Leader value other than -2 bumps the leader epoch by one and every
   change bumps the partition epoch (PartitionRegistration.merge).
 - RemoveTopicRecord (apiKey 9): TopicId.
+- Broker registrations, for which brokers the controller counts as alive: RegisterBroker-
+  Record (apiKey 0: BrokerId, IsMigratingZkBroker v2+, IncarnationId, BrokerEpoch,
+  EndPoints, Features, Rack, Fenced, InControlledShutdown v1+; LogDirs tagged v3+),
+  UnregisterBrokerRecord (1), FenceBrokerRecord (7), UnfenceBrokerRecord (8) and
+  BrokerRegistrationChangeRecord (17: BrokerId, BrokerEpoch; tagged 0 Fenced: 1 fenced,
+  -1 unfenced, 0 unchanged; tagged 1 InControlledShutdown).
 - LeaderChange control records (ControlRecordType 2): LeaderChangeMessage, read as version 0
   as Kafka does: Version, LeaderId, Voters, GrantingVoters.
 
@@ -44,10 +50,22 @@ from checkers.segments import list_segments
 METADATA_TOPICS = ("__cluster_metadata", "@metadata")
 SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
+REGISTER_BROKER_RECORD = 0
+UNREGISTER_BROKER_RECORD = 1
 TOPIC_RECORD = 2
 PARTITION_RECORD = 3
 PARTITION_CHANGE_RECORD = 5
+FENCE_BROKER_RECORD = 7
+UNFENCE_BROKER_RECORD = 8
 REMOVE_TOPIC_RECORD = 9
+BROKER_REGISTRATION_CHANGE_RECORD = 17
+BROKER_RECORDS = (
+    REGISTER_BROKER_RECORD,
+    UNREGISTER_BROKER_RECORD,
+    FENCE_BROKER_RECORD,
+    UNFENCE_BROKER_RECORD,
+    BROKER_REGISTRATION_CHANGE_RECORD,
+)
 LEADER_CHANGE = 2  # control record type
 
 NO_LEADER_CHANGE = -2
@@ -78,6 +96,9 @@ class _Reader:
 
     def int16(self) -> int:
         return struct.unpack(">h", self._take(2))[0]
+
+    def int64(self) -> int:
+        return struct.unpack(">q", self._take(8))[0]
 
     def int32(self) -> int:
         return struct.unpack(">i", self._take(4))[0]
@@ -190,9 +211,32 @@ def decode_metadata_record(value: bytes) -> MetadataRecord:
         fields.update(_partition_change_record(reader, version))
     elif api_key == REMOVE_TOPIC_RECORD:
         fields["topic_id"] = reader.uuid()
+    elif api_key == REGISTER_BROKER_RECORD and flexible:
+        fields.update(_register_broker_record(reader, version))
+    elif (
+        api_key
+        in (
+            UNREGISTER_BROKER_RECORD,
+            FENCE_BROKER_RECORD,
+            UNFENCE_BROKER_RECORD,
+            BROKER_REGISTRATION_CHANGE_RECORD,
+        )
+        and flexible
+    ):
+        fields["broker_id"], fields["broker_epoch"] = reader.int32(), reader.int64()
+        if api_key == BROKER_REGISTRATION_CHANGE_RECORD:
+            tags = reader.tagged_fields()
+            fields["fenced"] = _tag_int(tags, 0, ">b", 0)
+            fields["in_controlled_shutdown"] = _tag_int(tags, 1, ">b", 0)
     else:
         return MetadataRecord(api_key, version, frame, fields)
-    if flexible and api_key in (TOPIC_RECORD, REMOVE_TOPIC_RECORD):
+    if flexible and api_key in (
+        TOPIC_RECORD,
+        REMOVE_TOPIC_RECORD,
+        UNREGISTER_BROKER_RECORD,
+        FENCE_BROKER_RECORD,
+        UNFENCE_BROKER_RECORD,
+    ):
         reader.tagged_fields()
     reader.end()
     return MetadataRecord(api_key, version, frame, fields)
@@ -215,6 +259,30 @@ def _partition_record(reader: _Reader, version: int, flexible: bool) -> dict[str
         tags = reader.tagged_fields()
         out["leader_recovery_state"] = _tag_int(tags, 0, ">b", RECOVERED)
         out["eligible_leader_replicas"] = _tag_int32s(tags, 1)
+    return out
+
+
+def _register_broker_record(reader: _Reader, version: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"broker_id": reader.int32()}
+    if version >= 2:
+        reader.int8()  # IsMigratingZkBroker
+    reader.uuid()  # IncarnationId
+    out["broker_epoch"] = reader.int64()
+    for _ in range(reader.compact_length() or 0):  # EndPoints
+        reader.compact_string()
+        reader.compact_string()
+        reader.int16()  # port, a uint16 on the wire
+        reader.int16()
+        reader.tagged_fields()
+    for _ in range(reader.compact_length() or 0):  # Features
+        reader.compact_string()
+        reader.int16()
+        reader.int16()
+        reader.tagged_fields()
+    reader.compact_string()  # Rack
+    out["fenced"] = reader.int8() != 0
+    out["in_controlled_shutdown"] = reader.int8() != 0 if version >= 1 else False
+    reader.tagged_fields()
     return out
 
 
@@ -314,6 +382,17 @@ class LeaderChange:
     offset: int
 
 
+@dataclass(frozen=True)
+class BrokerState:
+    """A broker as the controller last recorded it."""
+
+    broker_id: int
+    broker_epoch: int
+    fenced: bool
+    in_controlled_shutdown: bool
+    offset: int
+
+
 @dataclass
 class MetadataLog:
     path: str
@@ -321,6 +400,7 @@ class MetadataLog:
     events: list[PartitionStateEvent] = field(default_factory=list)
     leader_changes: list[LeaderChange] = field(default_factory=list)
     removed_topics: dict[str, int] = field(default_factory=dict)  # topic id -> offset
+    brokers: dict[int, BrokerState] = field(default_factory=dict)  # registered brokers
     errors: list[LogReadError] = field(default_factory=list)
     torn_tail: TornTail | None = None
     end_offset: int = 0
@@ -337,6 +417,10 @@ class MetadataLog:
         last = history[-1]
         removed_at = self.removed_topics.get(last.topic_id)
         return None if removed_at is not None and removed_at > last.offset else last
+
+    def unfenced_brokers(self) -> set[int]:
+        """Brokers the controller counts as alive: registered and not fenced."""
+        return {b.broker_id for b in self.brokers.values() if not b.fenced}
 
     def partitions(self) -> set[tuple[str, int]]:
         return {(e.topic, e.partition) for e in self.events if e.topic is not None}
@@ -512,6 +596,9 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
                 prev = _State((), (), -1, -1, -1, RECOVERED)
             st = _merge(prev, f)
             name = "PartitionChangeRecord"
+        elif rec.api_key in BROKER_RECORDS and f:
+            _replay_broker(log, rec.api_key, f, e.offset)
+            continue
         elif rec.api_key == REMOVE_TOPIC_RECORD:
             topic_id = f["topic_id"]
             log.removed_topics[topic_id] = e.offset
@@ -542,6 +629,26 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
                 from_snapshot=e.from_snapshot,
             )
         )
+
+
+def _replay_broker(log: MetadataLog, api_key: int, f: dict[str, Any], offset: int) -> None:
+    broker_id = f["broker_id"]
+    prev = log.brokers.get(broker_id)
+    if api_key == UNREGISTER_BROKER_RECORD:
+        log.brokers.pop(broker_id, None)
+        return
+    if api_key == REGISTER_BROKER_RECORD:
+        fenced, shutdown = f["fenced"], f["in_controlled_shutdown"]
+    elif prev is None:
+        return  # a change for a registration the readable log does not hold
+    elif api_key == FENCE_BROKER_RECORD:
+        fenced, shutdown = True, prev.in_controlled_shutdown
+    elif api_key == UNFENCE_BROKER_RECORD:
+        fenced, shutdown = False, prev.in_controlled_shutdown
+    else:  # BrokerRegistrationChangeRecord: 1 fenced, -1 unfenced, 0 unchanged
+        fenced = {1: True, -1: False}.get(f["fenced"], prev.fenced)
+        shutdown = prev.in_controlled_shutdown or f["in_controlled_shutdown"] == 1
+    log.brokers[broker_id] = BrokerState(broker_id, f["broker_epoch"], fenced, shutdown, offset)
 
 
 def _merge(prev: _State, f: dict[str, Any]) -> _State:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-from faults import metadata, network, process
+from faults import network, process
 from faults.timeline import Timeline
+from fixtures import kraft
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
@@ -15,7 +16,7 @@ from fixtures.waiting import WaitTimeout, wait_until
 
 def active_controller(cluster: Cluster) -> Node:
     if cluster.mode == "kraft":
-        return metadata.active_controller(cluster)
+        return kraft.active_controller(cluster)
     data, _ = cluster.zk_client().get("/controller")
     return cluster.broker(int(json.loads(data)["brokerid"]))
 

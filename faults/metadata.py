@@ -1,51 +1,21 @@
-"""KRaft observation from the controllers' own disks.
-
-The metadata log is the source of truth for partition state in KRaft (KIP-631), and its
-segments are bind-mounted on the host, so logfork reads them with the checker's decoder
-instead of asking a broker whose view may lag. The quorum leader is read from each
-controller's `quorum-state` file (KIP-595), keeping the one with the highest epoch.
-"""
+"""KRaft partition states from the quorum leader's metadata log (see fixtures.kraft)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from checkers.metadata_log import MetadataLog, PartitionStateEvent, decode_metadata_log
+from checkers.metadata_log import PartitionStateEvent
 from faults.observe import RECOVERED, RECOVERING, PartitionState
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError
-from fixtures.nodes import Node
+from fixtures.kraft import METADATA_DIR, active_controller, metadata_log, quorum_state
 
-METADATA_DIR = "__cluster_metadata-0"
-
-
-def quorum_state(node: Node) -> dict | None:
-    path = node.data_dir / METADATA_DIR / "quorum-state"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None  # not written yet, or caught mid-rewrite
-
-
-def active_controller(cluster: Cluster) -> Node:
-    """The controller that leads the KRaft quorum in the highest epoch any voter recorded."""
-    best: tuple[int, int] | None = None
-    for node in cluster.controllers:
-        state = quorum_state(node)
-        if state and state.get("leaderId", -1) >= 0:
-            candidate = (int(state["leaderEpoch"]), int(state["leaderId"]))
-            best = max(best, candidate) if best else candidate
-    if best is None:
-        raise LogforkError("no KRaft controller has recorded a quorum leader yet")
-    by_id = {n.node_id: n for n in cluster.controllers}
-    return by_id[best[1]]
-
-
-def metadata_log(cluster: Cluster, node: Node | None = None) -> MetadataLog:
-    """The metadata log as one controller has it on disk (default: the quorum leader)."""
-    node = node or active_controller(cluster)
-    return decode_metadata_log(Path(node.data_dir / METADATA_DIR))
+__all__ = [
+    "METADATA_DIR",
+    "active_controller",
+    "latest_partition_state",
+    "metadata_log",
+    "partition_history",
+    "quorum_state",
+]
 
 
 def to_state(event: PartitionStateEvent, topic: str) -> PartitionState:

@@ -57,12 +57,10 @@ def restart(
     node.start()
     _await_status(node, {"running"}, "running again")
     if node.is_broker:
-        dead = lambda: (
-            None
-            if node.status() == "running"
-            # noqa: E731
-            else (f"{node.name} exited:\n{node.tail_log()}")
-        )
+
+        def dead() -> str | None:
+            return None if node.status() == "running" else f"{node.name} exited:\n{node.tail_log()}"
+
         if zk is not None:
             wait_until(
                 lambda: zk.exists(zk_path),

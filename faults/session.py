@@ -38,16 +38,6 @@ def partitions_in_isr(cluster: Cluster, broker_id: int) -> list[tuple[str, int]]
     ]
 
 
-def _zk_registered(cluster: Cluster) -> set[int]:
-    return {int(b) for b in cluster.zk_client().get_children("/brokers/ids")}
-
-
-def _kraft_unfenced(cluster: Cluster, observer: int) -> set[int]:
-    # Fenced brokers are left out of the metadata brokers serve to clients.
-    admin = cluster.admin(only=observer)
-    return set(admin.list_topics(timeout=5).brokers)
-
-
 @dataclass
 class Expiry:
     cluster: Cluster
@@ -59,14 +49,10 @@ class Expiry:
     def heal(self, timeout: float = 120.0) -> None:
         self.cut.heal()
         broker_id = self.broker.node_id
-        if self.cluster.mode == "zk":
-            probe, what = (lambda: _zk_registered(self.cluster)), "registered in ZooKeeper again"
-        else:
-            observer = next(i for i in self.cluster.brokers if i != broker_id)
-            probe, what = (lambda: _kraft_unfenced(self.cluster, observer)), "unfenced again"
+        what = "registered in ZooKeeper again" if self.cluster.mode == "zk" else "unfenced again"
         try:
             wait_until(
-                probe,
+                self.cluster.registered_brokers,
                 lambda ids: broker_id in ids,
                 what=f"broker {broker_id} {what}",
                 timeout=timeout,
@@ -93,15 +79,16 @@ def expire_session(
     if cluster.mode == "zk":
         cut = network.isolate(cluster, broker, [cluster.zookeeper], timeline=timeline)
         what = f"ZooKeeper to expire broker {broker_id}'s session (/brokers/ids/{broker_id} gone)"
-        probe = lambda: _zk_registered(cluster)  # noqa: E731
     else:
         cut = network.isolate(cluster, broker, cluster.controllers, timeline=timeline)
-        observer = next(i for i in cluster.brokers if i != broker_id)
         what = f"the controller to fence broker {broker_id}"
-        probe = lambda: _kraft_unfenced(cluster, observer)  # noqa: E731
     try:
         wait_until(
-            probe, lambda ids: broker_id not in ids, what=what, timeout=timeout, describe=sorted
+            cluster.registered_brokers,
+            lambda ids: broker_id not in ids,
+            what=what,
+            timeout=timeout,
+            describe=sorted,
         )
         # The controller acts on the loss: partitions the broker led get another leader;
         # where it followed, ZooKeeper mode shows the controller's write as a new state

@@ -78,9 +78,15 @@ def _text(ax: Any, x: float, y: float, s: str, **kw: Any) -> Any:
     return ax.text(x, y, s, parse_math=False, **kw)
 
 
+def epoch_colour(epoch: int | None) -> str:
+    """One colour per leader epoch number, the same in every chart of every report."""
+    if epoch is None or epoch < 0:
+        return LEGACY_COLOUR
+    return EPOCH_COLOURS[epoch % len(EPOCH_COLOURS)]
+
+
 def epoch_colours(epochs: Sequence[int]) -> dict[int, str]:
-    known = sorted({e for e in epochs if e >= 0})
-    colours = {e: EPOCH_COLOURS[i % len(EPOCH_COLOURS)] for i, e in enumerate(known)}
+    colours = {e: epoch_colour(e) for e in set(epochs)}
     colours[-1] = LEGACY_COLOUR
     return colours
 
@@ -262,7 +268,13 @@ def timeline_svg(view: dict[str, Any]) -> Markup | None:
         and (s.get("topic"), s.get("partition") or 0) == tuple(view["focus"])
     ]
     acks = view.get("acks_per_second") or []
-    writes = [(a, v) for v in view.get("diverged") or [] for a in v.get("attribution") or []]
+    writes = [
+        version
+        for v in view.get("diverged") or []
+        if v.get("attribution")
+        for version in v["attribution"]["versions"]
+        if not version.get("reference") and version.get("at") is not None
+    ]
     times = [e["wall"] - start for e in events] + [s["wall"] - start for s in states]
     if not times:
         return None
@@ -279,24 +291,21 @@ def timeline_svg(view: dict[str, Any]) -> Markup | None:
             gridspec_kw={"height_ratios": [ratios[p] for p in panels]},
         )[:, 0]
         by_name = dict(zip(panels, axes, strict=True))
-        _phases(axes, events, start, t_end)
-        _events(by_name["events"], view.get("marks") or [], start)
+        _phases(axes, events, start, t_end, max(t_end, 1.0))
+        _events(by_name["events"], view.get("marks") or [], start, t_end)
         if "state" in by_name:
             _states(by_name["state"], states, start, t_end, view["focus"])
         if "acks" in by_name:
             _acks(by_name["acks"], acks, start)
-        for attribution, _ in writes:
-            stamp = attribution.get("written_at")
-            if stamp is None:
-                continue
-            x = stamp - start
+        for version in writes:
+            x = version["at"] - start
             for ax in axes:
                 ax.axvline(x, color=WRITE_COLOUR, ls="--", lw=1.2, zorder=1)
             _text(
                 axes[0],
                 x,
                 1.12,
-                f"{attribution['span']} e{attribution['epoch']} written",
+                f"{version['span']} e{version['leader_epoch']} written",
                 color=WRITE_COLOUR,
                 fontsize=7.5,
                 ha="center",
@@ -308,41 +317,50 @@ def timeline_svg(view: dict[str, Any]) -> Markup | None:
         return _svg(fig, "run timeline")
 
 
-def _phases(axes: Sequence[Any], events: Sequence[dict], start: float, t_end: float) -> None:
+def _phases(
+    axes: Sequence[Any], events: Sequence[dict], start: float, t_end: float, span: float
+) -> None:
     marks = sorted((e for e in events if e.get("kind") == "phase"), key=lambda e: e["wall"])
     for i, mark in enumerate(marks):
         x0 = mark["wall"] - start
         x1 = marks[i + 1]["wall"] - start if i + 1 < len(marks) else t_end
         for ax in axes:
             ax.axvspan(x0, x1, color=PHASE_FILLS[i % 2], zorder=0, lw=0)
-        _text(axes[0], x0, 1.32, str(mark.get("name")), fontsize=7.5, color="#555555", va="bottom")
-        for ax in axes:
             ax.axvline(x0, color="#bbbbbb", lw=0.6, zorder=0)
+        if x1 - x0 >= span * 0.06:  # a phase too short to name keeps its band
+            _text(
+                axes[0], x0, 1.32, str(mark.get("name")), fontsize=7.5, color="#555555", va="bottom"
+            )
 
 
 def _short(text: str, limit: int = 34) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _events(ax: Any, marks: Sequence[dict], start: float) -> None:
-    """Numbered markers (the numbers of the timeline table), labels on three levels so
-    that close events stay readable."""
-    for i, m in enumerate(marks):
+def _events(ax: Any, marks: Sequence[dict], start: float, span: float) -> None:
+    """Numbered markers (the numbers of the timeline table). A label is written out when
+    there is room before the next marker on its line, else the number stands alone."""
+    last_end: dict[float, float] = {}
+    for m in marks:
         marker, colour, y = KIND_STYLE[m["kind"]]
         x = m["wall"] - start
         ax.plot([x], [y], marker=marker, color=colour, ms=7, zorder=3, ls="none")
-        level = (i % 3) * 0.075
+        label = f"{m['n']} {_short(m['short'], 24)}"
+        room = x >= last_end.get(y, -1e9)
+        text = label if room else str(m["n"])
         _text(
             ax,
-            x + 0.04,
-            y + 0.05 + level,
-            f"{m['n']} {_short(m['short'], 22)}",
+            x + span * 0.004,
+            y + 0.06,
+            text,
             fontsize=7,
             color=colour,
             ha="left",
             va="bottom",
             zorder=4,
         )
+        # Roughly the width of the text in data units (7 pt characters on an 11 in axis).
+        last_end[y] = x + span * 0.0085 * (len(text) + 1)
     ax.set_ylim(0.1, 1.3)
     ax.set_yticks([KIND_STYLE[k][2] for k in ("fault", "heal", "election")])
     ax.set_yticklabels(["faults", "heals", "elections"])
@@ -357,7 +375,6 @@ def _states(
         {b for s in states for b in (s.get("isr") or [])}
         | {s["leader"] for s in states if isinstance(s.get("leader"), int) and s["leader"] >= 0}
     )
-    colours = epoch_colours([s.get("leader_epoch") or 0 for s in states])
     row = {b: i + 1 for i, b in enumerate(brokers)}
     for i, s in enumerate(states):
         x0 = s["wall"] - start
@@ -382,7 +399,7 @@ def _states(
                     (x0, row[leader] - 0.3),
                     x1 - x0,
                     0.6,
-                    facecolor=colours.get(epoch or 0, LEGACY_COLOUR),
+                    facecolor=epoch_colour(epoch),
                     edgecolor="black",
                     lw=0.5,
                     hatch="..." if recovering else None,

@@ -118,6 +118,8 @@ def replay_rejoin(
         last = max((i for i, m in enumerate(marks) if m == DIFFERS), default=None)
         if last is None or last == len(lin.batches) - 1:
             continue  # nothing fetched after its own version: the final state says it all
+        if any(m != SAME for m in marks[last + 1 :]):
+            continue  # what follows is not the leader's data: no telling when it rejoined
         kept = lin.batches[: last + 1]
         hw = lin.high_watermark
         before = Lineage(

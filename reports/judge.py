@@ -72,8 +72,18 @@ def report_data(
         }
         for v in verdict.versions
     ]
+    common = None
+    if verdict.diverged_at is not None:
+        before = reference.batch_containing(verdict.diverged_at - 1)
+        if before is not None:
+            common = {
+                "span": before.span,
+                "leader_epoch": before.leader_epoch,
+                "max_timestamp": before.max_timestamp,
+            }
     return {
         "reference": reference.broker_id,
+        "common": common,
         "replicas": [replica_info(lin) for lin in sorted(lineages, key=lambda x: x.broker_id)],
         "diagram": diagram.build(lineages, verdict, reference),
         "replays": diagram.replay_rejoin(lineages, verdict, reference),
@@ -86,28 +96,20 @@ def report_data(
     }
 
 
-def judge_group(
-    config: JudgeConfig, key: tuple[Any, ...], replicas: pd.DataFrame, sends: pd.DataFrame
-) -> pd.DataFrame:
-    """Cogrouped applyInPandas function: key (run, topic, partition)."""
-    run, topic, partition = str(key[0]), str(key[1]), int(key[2])
+def judge_partition_rows(
+    config: JudgeConfig,
+    run: str,
+    topic: str,
+    partition: int,
+    replicas: list[tuple[int, dict[str, Any]]],
+    sends: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """One verdict row from a partition's (broker, replica struct) pairs and sends."""
     protocol = Protocol(config.protocols.get(run, Protocol.KIP_279.value))
-    lineages = [
-        lineage_from_row(topic, partition, int(broker), replica)
-        for broker, judged, replica in zip(
-            replicas["broker"].tolist(),
-            replicas["judged"].tolist(),
-            replicas["replica"].tolist(),
-            strict=True,
-        )
-        if judged
-    ]
-    send_rows = sends.to_dict("records") if len(sends) else []
+    lineages = [lineage_from_row(topic, partition, broker, replica) for broker, replica in replicas]
     if not lineages:
-        if not send_rows:
-            return pd.DataFrame({c: pd.Series([], dtype=object) for c in VERDICT_COLUMNS})
-        loss = check_acknowledged([], None, send_rows)
-        row = {
+        loss = check_acknowledged([], None, sends)
+        return {
             "run": run,
             "topic": topic,
             "partition": partition,
@@ -118,13 +120,12 @@ def judge_group(
             "lost": loss["lost_count"] if loss else 0,
             "report_json": json.dumps({"loss": loss, "replicas": []}),
         }
-        return _frame(row)
     verdict = judge_partition(
         lineages, leader=config.leaders.get((run, topic, partition)), protocol=protocol
     )
-    data = report_data(lineages, verdict, send_rows)
+    data = report_data(lineages, verdict, sends)
     loss = data["loss"]
-    row = {
+    return {
         "run": run,
         "topic": topic,
         "partition": partition,
@@ -141,9 +142,33 @@ def judge_group(
         "report_json": json.dumps(data),
         "verdict_pickle": pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL),
     }
-    return _frame(row)
 
 
-def _frame(row: dict[str, Any]) -> pd.DataFrame:
+def judge_bucket(
+    config: JudgeConfig, key: tuple[Any, ...], replicas: pd.DataFrame, sends: pd.DataFrame
+) -> pd.DataFrame:
+    """Cogrouped applyInPandas function over (run, bucket): the judged replicas of some
+    partitions and their acknowledged sends. Each partition is judged on its own; grouping
+    several per call spares Spark and pandas a round trip per partition."""
+    run = str(key[0])
+    held: dict[tuple[str, int], list[tuple[int, dict[str, Any]]]] = {}
+    for topic, partition, broker, replica in zip(
+        replicas["topic"].tolist(),
+        replicas["partition"].tolist(),
+        replicas["broker"].tolist(),
+        replicas["replica"].tolist(),
+        strict=True,
+    ):
+        held.setdefault((str(topic), int(partition)), []).append((int(broker), replica))
+    sent: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    if len(sends):
+        for row in sends.to_dict("records"):
+            sent.setdefault((str(row["topic"]), int(row["partition"])), []).append(row)
+    rows = [
+        judge_partition_rows(config, run, tp[0], tp[1], held.get(tp, []), sent.get(tp, []))
+        for tp in sorted(held.keys() | sent.keys())
+    ]
     # Object columns keep None as null and ints exact through Arrow, in pandas 2 and 3.
-    return pd.DataFrame({c: pd.Series([row.get(c)], dtype=object) for c in VERDICT_COLUMNS})
+    return pd.DataFrame(
+        {c: pd.Series([r.get(c) for r in rows], dtype=object) for c in VERDICT_COLUMNS}
+    )

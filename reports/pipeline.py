@@ -35,7 +35,7 @@ from checkers.lineage import Lineage
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog
 from checkers.verdict import PartitionVerdict
 from reports import tables as T
-from reports.judge import JudgeConfig, judge_group
+from reports.judge import JudgeConfig, judge_bucket
 from reports.progress import SparkProgress
 from reports.scan import scan_replicas
 from reports.sources import ReplicaTask, RunSource
@@ -191,9 +191,9 @@ def run_pipeline(
     write_tables: bool = True,
     tables_dir: Path | None = None,
 ) -> PipelineResult:
-    """Scan, judge and tabulate every source. Tables go to `<run>/tables/` for run
+    """Scan, judge and tabulate every source. Tables go to `<run>/tables/` for reported run
     directories, or under `tables_dir` (one folder per source key when there are several)
-    for sources without one; `write_tables=False` writes none."""
+    for audits; `write_tables=False` writes none."""
     quiet_pandas_warning()
     spark = get_session(master)
     timings: dict[str, float] = {}
@@ -218,9 +218,17 @@ def run_pipeline(
         if sends is not None
         else None
     )
-    verdicts = _judge(spark, replicas, acked, config)
-    with SparkProgress(spark, "judging partitions"):
-        rows = verdicts.collect()
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    assignment = buckets(results, parallelism)
+    # Every bucket its own task: Spark's adaptive coalescing would fold a small shuffle into
+    # one task, which is all of the judging on one core.
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    spark.conf.set(
+        "spark.sql.shuffle.partitions", str(max(1, min(len(assignment) or 1, parallelism * 4)))
+    )
+    verdicts = _judge(spark, replicas, acked, config, assignment)
+    with SparkProgress(spark, f"judging {len(assignment)} partition(s)"):
+        rows = _rows(verdicts)
     for row in sorted(rows, key=lambda r: (r["run"], r["topic"], r["partition"])):
         results[row["run"]].partitions.append(_partition_result(row))
     timings["judge"] = time.monotonic() - mark
@@ -249,6 +257,11 @@ def run_pipeline(
 
 # --------------------------------------------------------------------------------------
 # Scan
+
+
+def _rows(frame: Any) -> list[dict[str, Any]]:
+    """Collect through Arrow: far cheaper than pickled Rows for nested columns."""
+    return frame.toArrow().to_pylist()
 
 
 def _interleave(tasks: Sequence[ReplicaTask], slices: int) -> list[ReplicaTask]:
@@ -297,7 +310,8 @@ def _collect_summaries(replicas: Any) -> dict[str, list[ReplicaSummary]]:
         F.col(r + "checkpointed").alias("checkpointed"),
         F.col(r + "derived").alias("derived"),
         F.col(r + "topic_id").alias("topic_id"),
-    ).collect()
+    )
+    rows = _rows(rows)
     out: dict[str, list[ReplicaSummary]] = defaultdict(list)
     for row in sorted(rows, key=lambda x: (x["run"], x["log_dir"], x["child"])):
         checkpointed = row["checkpointed"]
@@ -316,8 +330,8 @@ def _collect_summaries(replicas: Any) -> dict[str, list[ReplicaSummary]]:
                 high_watermark=row["high_watermark"],
                 log_end_offset=row["log_end_offset"],
                 recovery_point=row["recovery_point"],
-                torn_tail=None if row["torn_tail"] is None else row["torn_tail"].asDict(),
-                errors=[e.asDict() for e in row["errors"] or []],
+                torn_tail=row["torn_tail"],
+                errors=list(row["errors"] or []),
                 checkpointed=None
                 if checkpointed is None
                 else [(e["epoch"], e["start_offset"]) for e in checkpointed],
@@ -335,7 +349,7 @@ def _metadata(replicas: Any, sources: Sequence[RunSource], results: dict[str, Ru
     rows = replicas.filter("metadata AND metadata_log IS NOT NULL").select(
         "run", "log_dir", "metadata_log", "judged"
     )
-    for row in sorted(rows.collect(), key=lambda x: (x["run"], x["log_dir"])):
+    for row in sorted(_rows(rows), key=lambda x: (x["run"], x["log_dir"])):
         result = results[row["run"]]
         source = result.source
         log_dir = source.log_dirs[row["log_dir"]]
@@ -395,21 +409,78 @@ def _producer_frame(spark: Any, sources: Sequence[RunSource]) -> Any:
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
-def _judge(spark: Any, replicas: Any, acked: Any, config: JudgeConfig) -> Any:
+# A bucket of partitions is judged in one call: at most this many batches, so that a
+# worker holds a bounded amount at a time (a larger partition gets a bucket of its own).
+BUCKET_BATCHES = 100_000
+BUCKETS_PER_CORE = 8
+
+
+def buckets(results: dict[str, RunResult], parallelism: int) -> dict[tuple[str, str, int], int]:
+    """(run, topic, partition) -> bucket, balanced by batch count (largest first into the
+    lightest bucket), the same whatever the order of the input."""
+    sizes: dict[tuple[str, str, int], int] = defaultdict(int)
+    for key, result in results.items():
+        for r in result.replicas:
+            if r.judged:
+                sizes[(key, r.topic, r.partition)] += r.batches + 1
+    if not sizes:
+        return {}
+    total = sum(sizes.values())
+    count = max(parallelism * BUCKETS_PER_CORE, -(-total // BUCKET_BATCHES))
+    count = max(1, min(len(sizes), count))
+    load = [0] * count
+    out = {}
+    for tp, size in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
+        lightest = min(range(count), key=lambda i: (load[i], i))
+        load[lightest] += size
+        out[tp] = lightest
+    return out
+
+
+def _judge(
+    spark: Any,
+    replicas: Any,
+    acked: Any,
+    config: JudgeConfig,
+    assignment: dict[tuple[str, str, int], int],
+) -> Any:
+    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
     keys = ["run", "topic", "partition"]
-    left = replicas.select(*keys, "broker", "judged", "replica").groupBy(*keys)
+    bucket_schema = StructType.fromDDL("run string, topic string, partition int, bucket int")
+    ordered = sorted(assignment.items())
+    table = pa.table(
+        {
+            "run": pa.array([k[0] for k, _ in ordered], pa.string()),
+            "topic": pa.array([k[1] for k, _ in ordered], pa.string()),
+            "partition": pa.array([k[2] for k, _ in ordered], pa.int32()),
+            "bucket": pa.array([b for _, b in ordered], pa.int32()),
+        }
+    )
+    bucket_frame = F.broadcast(spark.createDataFrame(table, bucket_schema))
+    left = (
+        replicas.filter("judged")
+        .join(bucket_frame, keys)
+        .select("run", "bucket", "topic", "partition", "broker", "replica")
+        .groupBy("run", "bucket")
+    )
     if acked is None:
         schema = StructType.fromDDL(
             "run string, topic string, partition int, offset long, key string, value string, "
             "acks string, acked double"
         )
         acked = spark.createDataFrame([], schema)
-    right = acked.select(*keys, "offset", "key", "value", "acks", "acked").groupBy(*keys)
+    # Sends to partitions no replica holds go to bucket -1, judged as "absent".
+    right = (
+        acked.join(bucket_frame, keys, "left")
+        .withColumn("bucket", F.coalesce(F.col("bucket"), F.lit(-1)))
+        .select("run", "bucket", "topic", "partition", "offset", "key", "value", "acks", "acked")
+        .groupBy("run", "bucket")
+    )
     return left.cogroup(right).applyInPandas(
-        functools.partial(judge_group, config), from_arrow_schema(T.VERDICT_SCHEMA)
+        functools.partial(judge_bucket, config), from_arrow_schema(T.VERDICT_SCHEMA)
     )
 
 
@@ -445,11 +516,10 @@ def _producer_summary(sends: Any, results: dict[str, RunResult]) -> None:
 
     second = F.floor(F.coalesce(F.col("acked"), F.col("sent"))).cast("long")
     ok = F.col("error").isNull() & F.col("offset").isNotNull()
-    grouped = (
-        sends.groupBy("run", "acks", second.alias("second"), ok.alias("ok"), "error")
-        .agg(F.count(F.lit(1)).alias("n"))
-        .collect()
+    grouped = sends.groupBy("run", "acks", second.alias("second"), ok.alias("ok"), "error").agg(
+        F.count(F.lit(1)).alias("n")
     )
+    grouped = _rows(grouped)
     per_run: dict[str, list[Any]] = defaultdict(list)
     for row in grouped:
         per_run[row["run"]].append(row)
@@ -559,15 +629,15 @@ def _str(value: Any) -> str | None:
 
 
 def _destinations(sources: Sequence[RunSource], tables_dir: Path | None) -> dict[str, Path]:
-    """Where each source's tables go; sources with no run directory and no `tables_dir`
-    get none."""
+    """Where each source's tables go: beside a reported run (`<run>/tables`), else under
+    `tables_dir` (itself for one source, `tables_dir/<key>` for several); else nowhere."""
     out: dict[str, Path] = {}
-    loose = [s for s in sources if s.path is None or tables_dir is not None]
+    loose = [s for s in sources if not (s.tables_beside and s.path is not None)]
     for source in sources:
-        if tables_dir is not None:
-            out[source.key] = tables_dir if len(loose) == 1 else tables_dir / source.key
-        elif source.path is not None:
+        if source.tables_beside and source.path is not None:
             out[source.key] = source.path / TABLES_DIR
+        elif tables_dir is not None:
+            out[source.key] = tables_dir if len(loose) == 1 else tables_dir / source.key
     return out
 
 

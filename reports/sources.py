@@ -92,6 +92,8 @@ class RunSource:
     artifacts: RunArtifacts = field(default_factory=RunArtifacts)
     protocol: Protocol = Protocol.KIP_279
     topic: str | None = None
+    # Tables go beside the run (`logfork report`); an audit never writes into its inputs.
+    tables_beside: bool = False
 
     @property
     def release(self) -> str | None:
@@ -174,10 +176,28 @@ def run_source(
 ) -> RunSource:
     """A scenario run: its artifacts and its nodes' log dirs."""
     artifacts = read_artifacts(run_dir)
-    source = RunSource(key, run_dir, [str(run_dir)], artifacts=artifacts, topic=topic)
+    source = RunSource(
+        key, run_dir, [str(run_dir)], artifacts=artifacts, topic=topic, tables_beside=True
+    )
     source.protocol = protocol or protocol_for_release(source.release)
-    list_inputs(source, [run_dir])
+    list_inputs(source, run_log_dirs(run_dir, artifacts.cluster))
     return source
+
+
+def run_log_dirs(run_dir: Path, cluster: dict[str, Any] | None) -> list[Path]:
+    """The log dirs of a run's Kafka nodes. cluster.json names each node's role, so a
+    ZooKeeper node's data dir (no meta.properties: not a broker log dir) stays out; without
+    it, every ``nodes/<node>/data`` is taken, as `logfork audit` takes them."""
+    nodes = (cluster or {}).get("nodes")
+    if not isinstance(nodes, dict) or not nodes:
+        return [run_dir]
+    kafka = sorted(
+        name
+        for name, node in nodes.items()
+        if not (isinstance(node, dict) and node.get("role") == "zookeeper")
+    )
+    dirs = [run_dir / "nodes" / name / "data" for name in kafka]
+    return [d for d in dirs if d.is_dir()] or [run_dir]
 
 
 def audit_source(

@@ -89,7 +89,14 @@ def overall(run: RunResult) -> dict[str, Any]:
         expected, as_expected = None, None
     if as_expected is None and expected in OUTCOMES:
         as_expected = outcome == expected
-    if expected is None:
+    if outcome in ("not-reached", "not-applicable"):
+        # No verdict either way: the scenario could not create its state, or does not apply.
+        as_expected = None
+    if outcome == "not-reached":
+        expect_line = "no verdict: the scenario did not reach the state it needs"
+    elif outcome == "not-applicable":
+        expect_line = "the release or mode lacks what the scenario tests"
+    elif expected is None:
         expect_line = "checker's verdict on the logs" if run.source.path is None else ""
     elif as_expected:
         expect_line = f"as the KIP says (expected {expected})"
@@ -160,72 +167,115 @@ def _states_for(states: Sequence[dict[str, Any]], topic: str, partition: int) ->
     )
 
 
-def attribution(p: PartitionResult, run: RunResult, start: float | None) -> list[dict[str, Any]]:
-    """For each version at the divergent offset that the leader does not hold: when it was
-    written, which election started its epoch, and the faults since the ISR was last full."""
+def _stamp(ms: Any) -> float | None:
+    """Seconds from a batch's max timestamp (ms); None when the batch has none."""
+    return ms / 1000 if isinstance(ms, int) and ms > 0 else None
+
+
+def attribution(p: PartitionResult, run: RunResult, start: float | None) -> dict[str, Any] | None:
+    """How the replicas came apart, in time order: the last batch they share, then every
+    fault, heal and election and every write of a divergent version, until the last of
+    those writes. The first fault after the shared batch is what separated them.
+
+    Write times are the batches' producer timestamps; without them, the story runs up to
+    the election that started each divergent epoch."""
     if p.status != "diverged":
-        return []
-    timeline = [e for e in run.source.artifacts.timeline if _is_num(e.get("wall"))]
-    timeline.sort(key=lambda e: e["wall"])
+        return None
+    timeline = sorted(
+        (e for e in run.source.artifacts.timeline if _is_num(e.get("wall"))),
+        key=lambda e: e["wall"],
+    )
     states = _states_for(run.states, p.topic, p.partition)
-    elections = [
-        e for e in timeline if e.get("kind") == "election" and e.get("topic") in (p.topic, None)
-    ]
-    out = []
-    for version in p.report.get("versions") or []:
-        if version.get("reference"):
+    report = p.report
+    common = report.get("common")
+    common_at = _stamp(common.get("max_timestamp")) if common else None
+    versions = []
+    for v in report.get("versions") or []:
+        at = _stamp(v.get("max_timestamp"))
+        versions.append({**v, "at": at, "rel": rel(at, start), "utc": utc(at)})
+    epochs = []
+    for v in versions:
+        if v.get("reference"):
             continue
-        epoch = version["leader_epoch"]
-        item: dict[str, Any] = {
-            "span": version["span"],
-            "epoch": epoch,
-            "replicas": version["replicas"],
-            "written": None,
-            "written_at": None,
-            "written_rel": "",
-            "began": None,
-            "faults": [],
-        }
-        stamp = version.get("max_timestamp")
-        if isinstance(stamp, int) and stamp > 0:
-            item["written_at"] = stamp / 1000
-            item["written"] = utc(stamp / 1000)
-            item["written_rel"] = rel(stamp / 1000, start)
-        began_at = None
-        election = next((e for e in elections if e.get("epoch") == epoch), None)
-        if election is not None:
-            began_at = election["wall"]
-            item["began"] = (
-                f"{election.get('name')} election: broker {election.get('leader')} became "
-                f"leader in epoch {epoch}"
-            )
-        else:
-            state = next((s for s in states if s.get("leader_epoch") == epoch), None)
-            if state is not None:
-                began_at = state["wall"]
-                item["began"] = (
-                    f"broker {state.get('leader')} became leader in epoch {epoch} "
-                    f"(observed in {state.get('source') or 'the state history'})"
-                )
-        if began_at is not None:
-            item["began_rel"] = rel(began_at, start)
-            replicas = set(p.replicas)
-            healthy = [
-                s["wall"]
-                for s in states
-                if s["wall"] < began_at and s.get("isr") and replicas <= set(s["isr"])
-            ]
-            since = max(healthy) if healthy else None
-            item["since_rel"] = rel(since, start) if since is not None else ""
-            item["faults"] = [
-                {"rel": rel(e["wall"], start), "kind": e.get("kind"), "text": event_text(e)}
+        epoch = v["leader_epoch"]
+        election = next(
+            (
+                e
                 for e in timeline
-                if e.get("kind") in ("fault", "heal")
-                and e["wall"] <= began_at
-                and (since is None or e["wall"] >= since)
-            ]
-        out.append(item)
-    return out
+                if e.get("kind") == "election"
+                and e.get("epoch") == epoch
+                and e.get("topic") in (p.topic, None)
+            ),
+            None,
+        )
+        state = next((s for s in states if s.get("leader_epoch") == epoch), None)
+        if election is not None:
+            epochs.append(
+                {
+                    "epoch": epoch,
+                    "at": election["wall"],
+                    "rel": rel(election["wall"], start),
+                    "text": describe_event(election),
+                }
+            )
+        elif state is not None:
+            epochs.append(
+                {
+                    "epoch": epoch,
+                    "at": state["wall"],
+                    "rel": rel(state["wall"], start),
+                    "text": f"broker {state.get('leader')} became leader in epoch {epoch} "
+                    f"(seen in {state.get('source') or 'the state history'})",
+                }
+            )
+    ends = [v["at"] for v in versions if v["at"] is not None] + [e["at"] for e in epochs]
+    end = max(ends) if ends else None
+    story = []
+    if end is not None:
+        for e in timeline:
+            if e.get("kind") not in FAULT_KINDS or e["wall"] > end:
+                continue
+            if common_at is not None and e["wall"] < common_at:
+                continue
+            if e.get("topic") not in (p.topic, None) and e.get("kind") == "election":
+                continue
+            story.append(
+                {
+                    "at": e["wall"],
+                    "rel": rel(e["wall"], start),
+                    "kind": e["kind"],
+                    "text": describe_event(e),
+                }
+            )
+        for v in versions:
+            if v["at"] is None:
+                continue
+            whose = ", ".join(map(str, v["replicas"]))
+            story.append(
+                {
+                    "at": v["at"],
+                    "rel": v["rel"],
+                    "kind": "write",
+                    "text": f"{v['span']} written in epoch {v['leader_epoch']}, now held "
+                    f"by broker {whose}"
+                    + (" (the leader's version)" if v.get("reference") else ""),
+                }
+            )
+        story.sort(key=lambda item: item["at"])
+    for item in story:
+        item["cause"] = False
+    cause = next((item for item in story if item["kind"] == "fault"), None)
+    if cause is not None:
+        cause["cause"] = True
+    return {
+        "common": None
+        if common is None
+        else {**common, "rel": rel(common_at, start), "utc": utc(common_at)},
+        "versions": versions,
+        "epochs": epochs,
+        "story": story,
+        "cause": cause,
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -313,8 +363,28 @@ def focus_partition(run: RunResult) -> tuple[str, int] | None:
     return (ordinary[0].topic, ordinary[0].partition) if ordinary else None
 
 
+def describe_event(event: dict[str, Any]) -> str:
+    """A fault, heal or election in a few words; other events as `event_text`."""
+    kind, name = event.get("kind"), str(event.get("name", ""))
+    if kind == "election" and event.get("leader") is not None:
+        return f"{name} election: broker {event['leader']} became leader" + (
+            f" in epoch {event['epoch']}" if event.get("epoch") is not None else ""
+        )
+    if kind in ("fault", "heal"):
+        if event.get("cut") is not None:
+            return f"{name} {event['cut']}"
+        if event.get("node") is not None:
+            signal = f" ({event['signal']})" if event.get("signal") else ""
+            return f"{name} {event['node']}{signal}"
+        if event.get("broker") is not None:
+            return f"{name} broker {event['broker']}"
+    return event_text(event)
+
+
 def short_label(event: dict[str, Any]) -> str:
     name = str(event.get("name", ""))
+    if event.get("cut") is not None:
+        return f"{name} {event['cut']}"
     if event.get("kind") == "election" and event.get("leader") is not None:
         epoch = f" e{event['epoch']}" if event.get("epoch") is not None else ""
         return f"{name} → {event['leader']}{epoch}"
@@ -350,9 +420,12 @@ def aligned_rows(run: RunResult, start: float | None) -> list[dict[str, Any]]:
     focus = focus_partition(run)
     numbers = {m["index"]: m["n"] for m in event_marks(run, start)}
     rows: list[dict[str, Any]] = []
+    from_file = [s for s in run.states if s.get("source") not in ("timeline", "metadata-log")]
     for i, e in enumerate(run.source.artifacts.timeline):
         if not _is_num(e.get("wall")):
             continue
+        if from_file and e.get("kind") == "state":
+            continue  # the same observation is in states.jsonl, with its version
         rows.append(
             {
                 "wall": e["wall"],
@@ -362,7 +435,6 @@ def aligned_rows(run: RunResult, start: float | None) -> list[dict[str, Any]]:
                 "lines": [str(x) for x in e["lines"]] if isinstance(e.get("lines"), list) else [],
             }
         )
-    from_file = [s for s in run.states if s.get("source") not in ("timeline", "metadata-log")]
     for s in from_file:
         if not _is_num(s.get("wall")):
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fixtures.errors import SetupError
 from suites.scenario import Scenario
-from suites.scenarios import kip_101, kip_279_s1, kip_279_s3, smoke
+from suites.scenarios import kip_101, kip_279_s1, kip_279_s3, kip_359, kip_595, kip_704, smoke
 
 SCENARIOS: dict[str, Scenario] = {
     s.id: s
@@ -16,6 +16,10 @@ SCENARIOS: dict[str, Scenario] = {
         kip_279_s1.EQUAL,
         kip_279_s1.LONG,
         kip_279_s3.SCENARIO,
+        kip_704.SCENARIO,
+        kip_359.SCENARIO,
+        kip_595.FAILOVER,
+        kip_595.MISMATCH,
     )
 }
 

@@ -1,0 +1,266 @@
+"""A minimal Kafka wire-protocol client: send one request, read the error code a broker
+answers for one partition.
+
+KIP-704 says what a recovering leader answers to FETCH, PRODUCE, LIST_OFFSETS,
+DELETE_RECORDS and OFFSET_FOR_LEADER_EPOCH. Client libraries retry such errors and hide
+them, so logfork speaks the protocol itself and reports the raw answer. Versions are picked
+from the broker's ApiVersions answer among those encoded here; 4.0 dropped the oldest
+versions (KIP-896), hence more than one per API.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from dataclasses import dataclass
+
+from checkers.craft import encode_v2_batch, uvarint
+
+PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH = (
+    0, 1, 2, 21, 18, 23)  # fmt: skip
+NAMES = {
+    PRODUCE: "PRODUCE",
+    FETCH: "FETCH",
+    LIST_OFFSETS: "LIST_OFFSETS",
+    DELETE_RECORDS: "DELETE_RECORDS",
+    OFFSET_FOR_LEADER_EPOCH: "OFFSET_FOR_LEADER_EPOCH",
+}
+# Versions encoded below: non-flexible ones, except DeleteRecords v2 (the oldest that 4.x
+# still serves).
+ENCODED = {PRODUCE: (3,), FETCH: (4,), LIST_OFFSETS: (1,), OFFSET_FOR_LEADER_EPOCH: (2,),
+           DELETE_RECORDS: (0, 2)}  # fmt: skip
+FLEXIBLE = {(DELETE_RECORDS, 2)}
+ERRORS = {0: "NONE", 1: "OFFSET_OUT_OF_RANGE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
+          6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 19: "NOT_ENOUGH_REPLICAS",
+          20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 35: "UNSUPPORTED_VERSION",
+          74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH"}  # fmt: skip
+_ids = itertools.count(1)
+
+
+class ProtocolError(Exception):
+    pass
+
+
+def _string(s: str | None) -> bytes:
+    if s is None:
+        return struct.pack(">h", -1)
+    raw = s.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def _compact_string(s: str) -> bytes:
+    raw = s.encode()
+    return uvarint(len(raw) + 1) + raw
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def take(self, fmt: str):
+        value = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return value[0] if len(value) == 1 else value
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            byte = self.data[self.pos]
+            self.pos += 1
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+
+    def string(self) -> str:
+        n = self.take(">h")
+        raw = self.data[self.pos : self.pos + max(n, 0)]
+        self.pos += max(n, 0)
+        return raw.decode()
+
+    def compact_string(self) -> str:
+        n = self.uvarint() - 1
+        raw = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return raw.decode()
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.pos += self.uvarint()
+
+
+@dataclass(frozen=True)
+class Answer:
+    api: str
+    version: int
+    error_code: int
+    detail: str
+
+    @property
+    def error(self) -> str:
+        return ERRORS.get(self.error_code, f"error {self.error_code}")
+
+
+class Connection:
+    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.versions = self._api_versions()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _roundtrip(self, api: int, version: int, body: bytes) -> _Reader:
+        correlation = next(_ids)
+        header = struct.pack(">hhi", api, version, correlation) + _string("logfork-probe")
+        if (api, version) in FLEXIBLE:
+            header += b"\x00"  # request header v2: no tagged fields
+        frame = header + body
+        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", self._read(4))[0]
+        reader = _Reader(self._read(size))
+        if reader.take(">i") != correlation:
+            raise ProtocolError("correlation id mismatch")
+        if (api, version) in FLEXIBLE:
+            reader.skip_tags()  # response header v1
+        return reader
+
+    def _read(self, n: int) -> bytes:
+        chunks = b""
+        while len(chunks) < n:
+            chunk = self.sock.recv(n - len(chunks))
+            if not chunk:
+                raise ProtocolError("connection closed by the broker")
+            chunks += chunk
+        return chunks
+
+    def _api_versions(self) -> dict[int, tuple[int, int]]:
+        r = self._roundtrip(API_VERSIONS, 0, b"")
+        if r.take(">h") != 0:
+            raise ProtocolError("ApiVersions failed")
+        return {key: (lo, hi) for key, lo, hi in (r.take(">hhh") for _ in range(r.take(">i")))}
+
+    def version_for(self, api: int) -> int:
+        lo, hi = self.versions.get(api, (0, -1))
+        usable = [v for v in ENCODED[api] if lo <= v <= hi]
+        if not usable:
+            raise ProtocolError(f"{NAMES[api]}: broker serves v{lo}-v{hi}, none encoded here")
+        return max(usable)
+
+    # -- the five requests KIP-704 names ---------------------------------------------------
+    def produce(self, topic: str, partition: int, value: bytes, acks: int = 1) -> Answer:
+        v = self.version_for(PRODUCE)
+        records = encode_v2_batch(0, [value], leader_epoch=-1)
+        body = (
+            _string(None)
+            + struct.pack(">hi", acks, 10000)
+            + struct.pack(">i", 1)
+            + _string(topic)
+            + struct.pack(">i", 1)
+            + struct.pack(">i", partition)
+            + struct.pack(">i", len(records))
+            + records
+        )
+        r = self._roundtrip(PRODUCE, v, body)
+        r.take(">i")
+        r.string()
+        r.take(">i")
+        _, error, base_offset, _ = r.take(">ihqq")
+        return Answer("PRODUCE", v, error, f"base offset {base_offset}")
+
+    def fetch(self, topic: str, partition: int, offset: int) -> Answer:
+        v = self.version_for(FETCH)
+        body = (
+            struct.pack(">iiiib", -1, 0, 0, 1 << 20, 0)
+            + struct.pack(">i", 1)
+            + _string(topic)
+            + struct.pack(">i", 1)
+            + struct.pack(">iqi", partition, offset, 1 << 20)
+        )
+        r = self._roundtrip(FETCH, v, body)
+        r.take(">i")  # throttle
+        r.take(">i")
+        r.string()
+        r.take(">i")
+        _, error, hw, _ = r.take(">ihqq")
+        aborted = r.take(">i")
+        r.pos += max(aborted, 0) * 16
+        size = r.take(">i")
+        return Answer("FETCH", v, error, f"high watermark {hw}, {max(size, 0)} bytes of records")
+
+    def list_offsets(self, topic: str, partition: int, timestamp: int = -1) -> Answer:
+        v = self.version_for(LIST_OFFSETS)
+        body = (
+            struct.pack(">i", -1)
+            + struct.pack(">i", 1)
+            + _string(topic)
+            + struct.pack(">i", 1)
+            + struct.pack(">iq", partition, timestamp)
+        )
+        r = self._roundtrip(LIST_OFFSETS, v, body)
+        r.take(">i")
+        r.string()
+        r.take(">i")
+        _, error, _, offset = r.take(">ihqq")
+        return Answer("LIST_OFFSETS", v, error, f"offset {offset}")
+
+    def offset_for_leader_epoch(
+        self, topic: str, partition: int, current_epoch: int, epoch: int
+    ) -> Answer:
+        v = self.version_for(OFFSET_FOR_LEADER_EPOCH)
+        body = (
+            struct.pack(">i", 1)
+            + _string(topic)
+            + struct.pack(">i", 1)
+            + struct.pack(">iii", partition, current_epoch, epoch)
+        )
+        r = self._roundtrip(OFFSET_FOR_LEADER_EPOCH, v, body)
+        r.take(">i")  # throttle
+        r.take(">i")
+        r.string()
+        r.take(">i")
+        error, _, leader_epoch, end_offset = r.take(">hiiq")
+        return Answer(
+            "OFFSET_FOR_LEADER_EPOCH", v, error, f"epoch {leader_epoch} ends at {end_offset}"
+        )
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> Answer:
+        v = self.version_for(DELETE_RECORDS)
+        if (DELETE_RECORDS, v) in FLEXIBLE:
+            body = (
+                uvarint(2)
+                + _compact_string(topic)
+                + uvarint(2)
+                + struct.pack(">iq", partition, offset)
+                + b"\x00"
+                + b"\x00"
+                + struct.pack(">i", 10000)
+                + b"\x00"
+            )
+        else:
+            body = (
+                struct.pack(">i", 1)
+                + _string(topic)
+                + struct.pack(">i", 1)
+                + struct.pack(">iq", partition, offset)
+                + struct.pack(">i", 10000)
+            )
+        r = self._roundtrip(DELETE_RECORDS, v, body)
+        r.take(">i")  # throttle
+        if (DELETE_RECORDS, v) in FLEXIBLE:
+            r.uvarint()
+            r.compact_string()
+            r.uvarint()
+        else:
+            r.take(">i")
+            r.string()
+            r.take(">i")
+        _, low, error = r.take(">iqh")
+        return Answer("DELETE_RECORDS", v, error, f"low watermark {low}")

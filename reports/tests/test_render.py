@@ -1,0 +1,168 @@
+"""The HTML files: what they say, that they load nothing from elsewhere, and that text from
+a cluster or a log is always text."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from reports import charts
+from reports.crafted import HOSTILE
+from reports.render import INDEX_JSON, render_report, write_index
+from reports.tests.conftest import HOSTILE_RUN, KIP_RUN, NOT_REACHED_RUN, SMOKE_RUN
+from reports.view import index_entry, index_view, run_view
+
+EXTERNAL = [
+    re.compile(r"""(?:src|href|xlink:href|action|poster)\s*=\s*["']?\s*(?:https?:)?//""", re.I),
+    re.compile(r"""url\(\s*["']?\s*(?:https?:)?//""", re.I),
+    re.compile(r"@import", re.I),
+    re.compile(r"<(?:script|link|iframe|object|embed)\b", re.I),
+]
+
+
+def html_files(site: Path) -> list[Path]:
+    return sorted(site.glob("*.html"))
+
+
+def test_every_page_is_self_contained(site: Path) -> None:
+    pages = html_files(site)
+    assert {p.name for p in pages} == {
+        f"{k}.html" for k in (KIP_RUN, HOSTILE_RUN, SMOKE_RUN, NOT_REACHED_RUN)
+    } | {"index.html"}
+    for page in pages:
+        text = page.read_text()
+        for pattern in EXTERNAL:
+            assert not pattern.search(text), (page.name, pattern.pattern)
+        links = re.findall(r"""<a\b[^>]*href="([^"]*)\"""", text)
+        assert all(h.startswith("#") or h.endswith(".html") for h in links), links
+        assert "Content-Security-Policy" in text
+
+
+def test_script_topic_renders_as_text(site: Path) -> None:
+    text = (site / f"{HOSTILE_RUN}.html").read_text()
+    assert "<script" not in text.lower()
+    assert "<img src=x" not in text and "<b>bold</b>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "&lt;script&gt;alert(3)&lt;/script&gt; &amp; friends" in text  # a producer error
+    assert "&lt;img src=x onerror=alert(2)&gt;" in text  # a timeline field
+    index = (site / "index.html").read_text()
+    assert "<script" not in index.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in index
+
+
+def test_charts_escape_their_text() -> None:
+    diagram = {
+        "rows": [
+            {
+                "broker": 1,
+                "reference": True,
+                "log_start": 0,
+                "leo": 10,
+                "high_watermark": 10,
+                "batches": 1,
+                "segments": [[0, 9, 1, "same", 1]],
+            },
+            {
+                "broker": 2,
+                "reference": False,
+                "log_start": 0,
+                "leo": 10,
+                "high_watermark": 5,
+                "batches": 1,
+                "segments": [[0, 9, 2, "differs", 1]],
+            },
+        ],
+        "low": 0,
+        "high": 10,
+        "high_watermark": 10,
+        "diverged": [0, 9],
+        "reference": 1,
+    }
+    svg = str(charts.lineage_svg(diagram, f"{HOSTILE}-0 $x$", leader=1))
+    assert "<script" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;-0 $x$" in svg
+    assert "<?xml" not in svg and "DOCTYPE" not in svg
+    assert "replicas differ from offset 0" in svg and "LEO 10" in svg and "high watermark 10" in svg
+    view = {
+        "start": 100.0,
+        "events": [
+            {"kind": "phase", "name": "boot", "wall": 100.0},
+            {"kind": "fault", "name": HOSTILE, "wall": 101.0, "node": "<b>"},
+        ],
+        "marks": [{"n": 1, "wall": 101.0, "kind": "fault", "short": f"{HOSTILE} <b>"}],
+        "states": [],
+        "focus": None,
+        "acks_per_second": [],
+        "diverged": [],
+    }
+    timeline = str(charts.timeline_svg(view))
+    assert "<script" not in timeline and "&lt;script&gt;" in timeline and "<b>" not in timeline
+
+
+def test_the_report_answers_the_three_questions(pipeline_result, site: Path) -> None:
+    text = (site / f"{KIP_RUN}.html").read_text()
+    assert 'Replicas parted at offset <strong class="diverged-at">11</strong>' in text
+    assert (
+        "follower asked for epoch 2; leader answered offset 21 (KIP-101 rules); "
+        "follower kept [11, 20]" in text
+    )
+    assert "Epoch 2 began at +9.00 s: unclean election: broker 2 became leader in epoch 2" in text
+    assert "kill node=b1 signal=SIGKILL" in text
+    assert "10 of 41 acknowledged write(s) lost" in text
+    view = run_view(pipeline_result.run(KIP_RUN))
+    (attribution,) = view["diverged"][0]["attribution"]
+    assert attribution["span"] == "[11, 20]" and attribution["epoch"] == 2
+    assert [f["text"] for f in attribution["faults"]] == [
+        "cut node=b2 cut=b1 note=replication from b1 to b2 cut",
+        "kill node=b1 signal=SIGKILL",
+        "uncut node=b2",
+    ]
+    assert view["banner"]["label"] == "REPRODUCED" and view["banner"]["as_expected"] is True
+    states = [r for r in view["timeline"] if r["kind"] == "fault"]
+    assert [(r["n"], r["leader"], r["epoch"]) for r in states] == [(1, 1, 1), (2, 1, 1), (5, 2, 2)]
+
+
+def test_other_outcomes_render(pipeline_result, site: Path) -> None:
+    hostile = run_view(pipeline_result.run(HOSTILE_RUN))
+    assert hostile["banner"]["label"] == "DIVERGED" and hostile["banner"]["as_expected"] is False
+    assert "NOT as the KIP says (expected consistent)" in (site / f"{HOSTILE_RUN}.html").read_text()
+    not_reached = (site / f"{NOT_REACHED_RUN}.html").read_text()
+    assert "NOT REACHED" in not_reached and "not reached: expected leader election" in not_reached
+    smoke = (site / f"{SMOKE_RUN}.html").read_text()
+    assert "CONSISTENT" in smoke and "smoke-0 (consistent)" in smoke
+
+
+def test_the_index_is_a_scenario_by_release_grid(site: Path) -> None:
+    entries = json.loads((site / INDEX_JSON).read_text())
+    grid = index_view(entries)
+    assert grid["releases"] == ["1.1.1", "2.0.1", "3.9.2"]
+    assert [row["scenario"] for row in grid["grid"]] == ["kip-279-s1-equal", "smoke"]
+    kip = grid["grid"][0]["cells"][0]
+    assert [(e["outcome"], e["diverged"]) for e in kip] == [
+        ("reproduced", [{"id": "t-0", "at": 11, "committed": True}])
+    ]
+    assert grid["counts"]["not-reached"] == 1 and grid["counts"]["not as expected"] == 1
+    text = (site / "index.html").read_text()
+    assert f'href="{KIP_RUN}.html"' in text and "t-0 diverged at offset 11 (committed)" in text
+
+
+def test_the_index_keeps_runs_of_earlier_sessions(site: Path, tmp_path: Path) -> None:
+    entries = json.loads((site / INDEX_JSON).read_text())
+    out = tmp_path / "site"
+    out.mkdir()
+    for e in entries:
+        (out / e["href"]).write_text("x")
+    write_index(out, entries[:2])
+    write_index(out, entries[2:])
+    assert len(json.loads((out / INDEX_JSON).read_text())) == len(entries)
+    (out / entries[0]["href"]).unlink()  # a report that is gone leaves the index
+    write_index(out, [])
+    assert len(json.loads((out / INDEX_JSON).read_text())) == len(entries) - 1
+
+
+def test_an_audit_view_has_no_run_metadata(pipeline_result) -> None:
+    run = pipeline_result.run(SMOKE_RUN)
+    view = run_view(run)
+    entry = index_entry(view, "x.html")
+    assert entry["release"] == "3.9.2" and entry["mode"] == "kraft"
+    html = render_report(view)
+    assert "smoke on Kafka 3.9.2 (kraft)" in html

@@ -1,0 +1,72 @@
+"""The pipeline gives the same answer, tables included, on one core and on two."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from reports import crafted
+from reports.pipeline import PipelineResult, run_pipeline
+from reports.sources import audit_source, run_source
+from reports.spark import get_session, stop_session
+from reports.view import run_view
+
+
+def inputs(root: Path) -> list[Any]:
+    run = crafted.kip279_s1_equal(root / "kip-279-s1-equal-1.1.1-zk-1")
+    dirs = crafted.many_partitions(root / "many", partitions=60, batches=12, diverged=(3, 41))
+    return [run_source(run, "kip"), audit_source(dirs, key="many")]
+
+
+def snapshot(result: PipelineResult, tables: dict[str, Path]) -> dict[str, Any]:
+    """Everything the pipeline produced, minus timings and where it ran."""
+    out: dict[str, Any] = {}
+    for run in result.runs:
+        view = run_view(run)
+        for volatile in ("master", "timings", "tables_dir"):
+            view.pop(volatile)
+        out[run.key] = {
+            "partitions": [
+                {k: v for k, v in dataclasses.asdict(p).items() if k != "verdict_object"}
+                for p in run.partitions
+            ],
+            "audit": run.audit_result().to_dict(),
+            "view": view,
+            "producer": run.producer,
+            "acks": run.acks_per_second,
+        }
+    for key, path in tables.items():
+        for table in sorted(path.iterdir()):
+            rows = pq.read_table(table).to_pylist()
+            out[f"{key}/{table.name}"] = sorted(rows, key=repr)
+    return out
+
+
+def run_on(master: str, sources: list[Any], tables: Path) -> tuple[int, dict[str, Any]]:
+    stop_session()
+    cores = get_session(master).sparkContext.defaultParallelism
+    result = run_pipeline(sources, master=master, tables_dir=tables / "many")
+    dests = {"kip": sources[0].path / "tables", "many": tables / "many"}
+    return cores, snapshot(result, dests)
+
+
+def test_local1_and_local2_give_identical_results(tmp_path: Path) -> None:
+    sources = inputs(tmp_path)
+    try:
+        cores1, one = run_on("local[1]", sources, tmp_path / "t1")
+        cores2, two = run_on("local[2]", sources, tmp_path / "t2")
+    finally:
+        stop_session()
+    assert (cores1, cores2) == (1, 2)
+    assert one.keys() == two.keys()
+    for key in one:
+        assert one[key] == two[key], key
+    many = one["many"]["partitions"]
+    assert len(many) == 60
+    assert [(p["topic"], p["partition"]) for p in many if p["status"] == "diverged"] == [
+        ("topic001", 0),
+        ("topic013", 2),
+    ]

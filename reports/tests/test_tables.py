@@ -1,0 +1,100 @@
+"""Rows and objects: a lineage survives Arrow and pandas field for field, and so do
+metadata logs and read errors. No Spark here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from checkers import craft
+from checkers.craft import PartitionSpec
+from checkers.errors import CrcMismatch
+from checkers.lineage import read_log_dir
+from checkers.metadata_log import decode_metadata_log
+from checkers.verdict import judge_partition
+from reports import tables as T
+
+LOG = [(0, 9, 1), (10, 19, 1), (20, 29, 2), (30, 39, 2), (40, 49, 3)]
+
+
+def crafted_log_dir(tmp_path: Path) -> Path:
+    v1 = [(0, 0, -1, "", "none", 1), (1, 4, -1, "", "gzip", 1)]
+    root = craft.write_log_dir(
+        tmp_path / "b1",
+        1,
+        {
+            ("t", 0): PartitionSpec(LOG, high_watermark=40, roll_at=[20], recovery_point=30),
+            ("t", 1): PartitionSpec(LOG[2:], log_start_offset=25, leader_epochs=[]),
+            ("legacy", 0): PartitionSpec(v1, high_watermark=5, leader_epochs=[]),
+            ("torn", 0): PartitionSpec(LOG, leader_epochs=[(1, 0), (2, 25), (3, 40)]),
+            ("empty", 0): PartitionSpec([]),
+        },
+    )
+    segment = root / "torn-0" / craft.segment_name(0)
+    craft.flip_byte(segment, craft.batch_positions(segment.read_bytes())[1] + 40)
+    craft.cut_file(segment, 7)
+    (root / "t-0" / "00000000000000000000.log.deleted").write_bytes(b"x")
+    return root
+
+
+def test_lineages_survive_arrow_and_pandas(tmp_path: Path) -> None:
+    log_dir = read_log_dir(crafted_log_dir(tmp_path))
+    originals = [log_dir.lineages[tp] for tp in sorted(log_dir.lineages)]
+    assert any(lin.errors for lin in originals) and any(lin.torn_tail for lin in originals)
+    rows = [
+        {
+            "run": "r",
+            "log_dir": 0,
+            "child": i,
+            "broker": 1,
+            "topic": lin.topic,
+            "partition": lin.partition,
+            "judged": True,
+            "metadata": False,
+        }
+        for i, lin in enumerate(originals)
+    ]
+    batch = T.replica_batch(rows, originals)
+    assert batch.schema == T.REPLICA_SCHEMA
+    frame = pa.Table.from_batches([batch]).to_pandas()
+    for (_, row), original in zip(frame.iterrows(), originals, strict=True):
+        rebuilt = T.lineage_from_row(row["topic"], row["partition"], row["broker"], row["replica"])
+        assert rebuilt == original
+        assert [type(e) for e in rebuilt.errors] == [type(e) for e in original.errors]
+        assert judge_partition([rebuilt]).to_dict() == judge_partition([original]).to_dict()
+
+
+def test_read_errors_keep_their_class_and_text() -> None:
+    error = CrcMismatch("/x/0.log", 61, "CRC-32C", 1, 2)
+    rebuilt = T.error_from_value(T.error_value(error))
+    assert isinstance(rebuilt, CrcMismatch) and rebuilt == error and str(rebuilt) == str(error)
+    unknown = T.error_from_value(
+        {"kind": "from-the-future", "path": "p", "offset": None, "reason": "r"}
+    )
+    assert unknown.to_dict() == {
+        "kind": "from-the-future",
+        "path": "p",
+        "offset": None,
+        "reason": "r",
+    }
+
+
+def test_metadata_log_survives_json(tmp_path: Path) -> None:
+    t = craft.kafka_uuid("t")
+    meta = craft.MetadataLogBuilder()
+    meta.leader_change(1, 3000, [3000])
+    meta.records(
+        1,
+        craft.encode_topic_record("t", t),
+        craft.encode_partition_record(t, 0, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=3),
+    )
+    meta.records(
+        1, craft.encode_partition_change_record(t, 0, leader=2, isr=[2], leader_recovery_state=1)
+    )
+    pdir = tmp_path / "__cluster_metadata-0"
+    meta.write(pdir)
+    craft.cut_file(pdir / craft.segment_name(0), 3)
+    log = decode_metadata_log(pdir)
+    assert log.events and log.torn_tail is not None
+    assert T.metadata_log_from_json(T.metadata_log_json(log)) == log

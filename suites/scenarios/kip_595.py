@@ -1,0 +1,339 @@
+"""KRaft quorum scenarios (KIP-595).
+
+kip-595-controller-failover: three controllers; the active quorum leader is killed, paused
+and partitioned, round after round, while metadata changes keep coming. The controllers'
+`__cluster_metadata` replicas must never diverge (judged by the same checker as any
+partition), no epoch may have two leaders (LeaderChange records and `quorum-state`), and a
+partitioned leader must give up leadership (KIP-595's check-quorum, in Kafka from 3.7,
+KAFKA-15489).
+
+kip-595-cluster-id-mismatch: a broker whose meta.properties names another cluster must
+refuse to join and shut down, leaving the cluster's logs and its own untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+from confluent_kafka.admin import NewTopic
+
+from checkers.audit import audit
+from checkers.checkpoints import read_meta_properties
+from checkers.metadata_log import decode_metadata_log
+from faults import network, process
+from fixtures import kraft
+from fixtures.cluster import Cluster, ClusterSpec
+from fixtures.config import new_cluster_id
+from fixtures.errors import NotReached
+from fixtures.nodes import Node
+from fixtures.waiting import WaitTimeout, wait_until
+from suites import steps
+from suites.scenario import Finding, RunContext, Scenario
+
+METADATA = "__cluster_metadata"
+
+
+# -- controller failover ------------------------------------------------------------------
+def failover_spec(kafka: str, mode: str) -> ClusterSpec:
+    return ClusterSpec(kafka, mode, brokers=3, controllers=3)
+
+
+class Churn(threading.Thread):
+    """Metadata changes that keep coming: a topic created every half second."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(daemon=True, name="metadata-churn")
+        self.cluster = cluster
+        self.stop_event = threading.Event()
+        self.created = 0
+        self.failed = 0
+
+    def run(self) -> None:
+        admin = self.cluster.admin()
+        i = 0
+        while not self.stop_event.wait(0.5):
+            name = f"churn-{i}"
+            i += 1
+            future = admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=3)])[
+                name
+            ]
+            try:
+                future.result(timeout=20)
+                self.created += 1
+            except Exception:  # noqa: BLE001 - refused during a failover: the next one retries
+                self.failed += 1
+
+    def finish(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=30)
+
+
+def _leaders_by_epoch(nodes: list[Node]) -> dict[int, set[int]]:
+    """Every (epoch -> leader ids) any controller recorded, from its metadata log's
+    LeaderChange records and its quorum-state file."""
+    seen: dict[int, set[int]] = {}
+    for node in nodes:
+        log = decode_metadata_log(node.data_dir / kraft.METADATA_DIR)
+        for change in log.leader_changes:
+            seen.setdefault(change.raft_epoch, set()).add(change.leader_id)
+        state = kraft.quorum_state(node)
+        if state and state.get("leaderId", -1) >= 0:
+            seen.setdefault(int(state["leaderEpoch"]), set()).add(int(state["leaderId"]))
+    return seen
+
+
+def _await_new_leader(ctx: RunContext, old: Node, what: str) -> Node:
+    def probe() -> Node:
+        try:
+            return kraft.active_controller(ctx.cluster)
+        except Exception as exc:  # noqa: BLE001 - no leader recorded yet
+            raise RuntimeError(str(exc)) from None
+
+    try:
+        return wait_until(
+            probe, lambda n: n is not old, what=what, timeout=60, describe=lambda n: n.name
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, str(exc.last)) from None
+
+
+def _resigned(ctx: RunContext, node: Node, epoch: int, since: int) -> str:
+    """Evidence that an isolated leader gave up: its own log says it resigned or stood for
+    election again, or its quorum-state moved past the epoch it led."""
+
+    def evidence() -> str | None:
+        with node.log_file.open("rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        for mark in (
+            "Did not receive fetch request from the majority",
+            "transition to ResignedState",
+            "Completed transition to CandidateState",
+            "Completed transition to ProspectiveState",
+        ):
+            if mark in text:
+                return next(ln for ln in text.splitlines() if mark in ln)[:300]
+        state = kraft.quorum_state(node) or {}
+        if int(state.get("leaderEpoch", epoch)) > epoch and state.get("leaderId") != node.node_id:
+            return f"quorum-state: {state}"
+        return None
+
+    try:
+        return wait_until(
+            evidence, bool, timeout=60, what=f"isolated leader {node.name} to give up leadership"
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, str(exc.last)) from None
+
+
+def failover_body(ctx: RunContext) -> Finding:
+    cluster, timeline = ctx.cluster, ctx.timeline
+    controllers = cluster.controllers
+    churn = Churn(cluster)
+    churn.start()
+    rounds: list[dict] = []
+    resignations: list[str] = []
+    try:
+        for round_no in range(2):
+            for fault in ("kill", "pause", "partition"):
+                old = kraft.active_controller(cluster)
+                epoch = int((kraft.quorum_state(old) or {}).get("leaderEpoch", -1))
+                if fault == "kill":
+                    process.kill(cluster, old, timeline)
+                    new = _await_new_leader(ctx, old, "a new quorum leader after the kill")
+                    process.restart(cluster, old, timeline)
+                elif fault == "pause":
+                    process.pause(old, timeline)
+                    try:
+                        new = _await_new_leader(ctx, old, "a new quorum leader after the pause")
+                    finally:
+                        process.resume(old, timeline)
+                else:
+                    mark = steps.log_mark(old)
+                    others = [n for n in controllers if n is not old]
+                    cut = network.isolate(cluster, old, others, timeline=timeline)
+                    try:
+                        new = _await_new_leader(ctx, old, "a new quorum leader after the cut")
+                        resignations.append(_resigned(ctx, old, epoch, mark))
+                    finally:
+                        cut.heal()
+                timeline.record("election", "quorum", fault=fault, old=old.name, new=new.name)
+                rounds.append(
+                    {
+                        "round": round_no,
+                        "fault": fault,
+                        "old": old.name,
+                        "new": new.name,
+                        "epoch_before": epoch,
+                    }
+                )
+    finally:
+        churn.finish()
+
+    # Let the deposed leaders catch up, then judge the metadata log replicas on disk.
+    timeline.phase("convergence")
+    leader = kraft.active_controller(cluster)
+
+    def leos() -> dict[str, int]:
+        dirs = {n.name: n.data_dir for n in controllers}
+        result = audit(list(dirs.values()), topic=METADATA)
+        return {str(k): v for p in result.partitions for k, v in p.log_end_offsets.items()}
+
+    target = leos().get(str(leader.node_id), 0)
+    try:
+        wait_until(
+            leos,
+            lambda x: len(x) == 3 and min(x.values()) >= target,
+            timeout=60,
+            what="every controller's metadata log past the leader's end offset",
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, str(exc.last)) from None
+    timeline.phase("check")
+    result = audit([n.data_dir for n in controllers], topic=METADATA)
+    (ctx.run_dir / "audit.json").write_text(result.to_json())
+    verdict = next(p for p in result.partitions if p.topic == METADATA)
+    by_epoch = _leaders_by_epoch(controllers)
+    doubled = {e: sorted(ids) for e, ids in by_epoch.items() if len(ids) > 1}
+    details = {
+        "rounds": rounds,
+        "topics_created": churn.created,
+        "creations_refused": churn.failed,
+        "resignations": resignations,
+        "leaders_by_epoch": {e: sorted(ids) for e, ids in sorted(by_epoch.items())},
+        "checker": verdict.to_dict(),
+    }
+    if verdict.status == "diverged":
+        return Finding(
+            True, f"controllers' metadata logs diverged at offset {verdict.diverged_at}", details
+        )
+    if doubled:
+        return Finding(True, f"epochs with two leaders: {doubled}", details)
+    if churn.created == 0:
+        raise NotReached("metadata changes during the faults", "no topic was created")
+    return Finding(
+        False,
+        f"{len(rounds)} quorum-leader faults, {churn.created} topics created "
+        f"meanwhile; metadata logs consistent, one leader per epoch over "
+        f"{len(by_epoch)} epochs, every isolated leader gave up leadership",
+        details,
+    )
+
+
+# -- cluster id mismatch ------------------------------------------------------------------
+STRAY = 3  # the broker that comes back belonging to another cluster
+TOPIC = "kip595id"
+
+
+def mismatch_spec(kafka: str, mode: str) -> ClusterSpec:
+    # The stray broker gives up on registering sooner than the default minute.
+    return ClusterSpec(
+        kafka,
+        mode,
+        brokers=3,
+        node_config={f"b{STRAY}": {"initial.broker.registration.timeout.ms": 15000}},
+    )
+
+
+def _fingerprint(data_dir: Path) -> dict[str, str]:
+    """What must not change: every segment and epoch checkpoint of every partition."""
+    out = {}
+    for path in sorted(data_dir.glob("*-*/*")):
+        if path.suffix == ".log" or path.name == "leader-epoch-checkpoint":
+            out[str(path.relative_to(data_dir))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def mismatch_body(ctx: RunContext) -> Finding:
+    cluster, timeline = ctx.cluster, ctx.timeline
+    cluster.create_topic(TOPIC, [[1, 2, 3]], {"min.insync.replicas": 2})
+    steps.produce_batch(ctx, TOPIC, 50, to=1, acks="all")
+    stray = cluster.broker(STRAY)
+    process.kill(cluster, stray, timeline, signal="SIGTERM")
+    meta_path = stray.data_dir / "meta.properties"
+    original = read_meta_properties(meta_path)
+    foreign = new_cluster_id()
+    text = meta_path.read_text().replace(
+        f"cluster.id={original.cluster_id}", f"cluster.id={foreign}"
+    )
+    meta_path.write_text(text)
+    timeline.record("fault", "foreign-cluster-id", node=stray.name, cluster_id=foreign)
+    stray_before = _fingerprint(stray.data_dir)
+    others_before = {i: _fingerprint(cluster.broker(i).data_dir) for i in (1, 2)}
+
+    mark = steps.log_mark(stray)
+    stray.start()
+    try:
+        wait_until(
+            stray.status,
+            lambda s: s == "exited",
+            timeout=120,
+            what=f"broker {STRAY} with a foreign cluster id to shut down",
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, f"status {exc.last}") from None
+    timeline.phase("check")
+    with stray.log_file.open("rb") as f:
+        f.seek(mark)
+        log = f.read().decode(errors="replace").splitlines()
+    refusal = [
+        ln
+        for ln in log
+        if "INCONSISTENT_CLUSTER_ID" in ln or "Invalid cluster.id" in ln or "cluster ID" in ln
+    ]
+    registered = STRAY in cluster.registered_brokers()
+    stray_after = _fingerprint(stray.data_dir)
+    others_after = {i: _fingerprint(cluster.broker(i).data_dir) for i in (1, 2)}
+    meta_after = read_meta_properties(meta_path)
+    checks = {
+        "refused": bool(refusal),
+        "exited": stray.exit_code(),
+        "never_registered": not registered,
+        "own_log_untouched": stray_after == stray_before,
+        "cluster_logs_untouched": others_after == others_before,
+        "meta_properties_untouched": meta_after.cluster_id == foreign,
+    }
+    details = {
+        "checks": checks,
+        "refusal": refusal[:3],
+        "foreign_cluster_id": foreign,
+        "cluster_id": original.cluster_id,
+    }
+    problems = [k for k, v in checks.items() if v is False or (k == "exited" and v in (0, None))]
+    # Restore the node so the run directory's log dirs are one cluster's again.
+    meta_path.write_text(text.replace(f"cluster.id={foreign}", f"cluster.id={original.cluster_id}"))
+    if problems:
+        return Finding(
+            True,
+            f"a broker with a foreign cluster id: {', '.join(problems)} failed ({checks})",
+            details,
+        )
+    return Finding(
+        False,
+        f"broker {STRAY} refused to join ({refusal[0].split('] ', 1)[-1][:150]})"
+        f", exited with {checks['exited']}; its log and the cluster's are untouched",
+        details,
+    )
+
+
+FAILOVER = Scenario(
+    id="kip-595-controller-failover",
+    title="KIP-595: the KRaft quorum leader killed, paused and partitioned under metadata load",
+    body=failover_body,
+    cluster=failover_spec,
+    kip="KIP-595",
+    modes=("kraft",),
+    min_release="3.7.0",
+    min_release_reason="a partitioned quorum leader resigns only from 3.7 (KAFKA-15489)",
+)
+
+MISMATCH = Scenario(
+    id="kip-595-cluster-id-mismatch",
+    title="KIP-595: a node from another cluster refuses to join and touches nothing",
+    body=mismatch_body,
+    cluster=mismatch_spec,
+    kip="KIP-595",
+    modes=("kraft",),
+)

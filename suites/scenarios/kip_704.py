@@ -1,0 +1,387 @@
+"""kip-704-unclean-recovery: what a partition goes through after an unclean election,
+against KIP-704's text.
+
+Broker A (b1) leads with B (b2) in sync; B dies and falls out of the ISR, A writes on; A
+dies; B comes back and is elected uncleanly. The partition's full state history (every
+version of the ZooKeeper state znode, or every PartitionRecord and PartitionChangeRecord of
+the KRaft metadata log) is checked against the KIP's invariants. Then B is held in
+RECOVERING by cutting it off from the controller, A catches up, and B is probed with the
+five requests the KIP says a recovering leader refuses.
+
+The result is a conformance table: each statement of the KIP, what the release did, and
+whether that conforms or departs. The scenario fails only when an invariant Kafka does
+implement is broken; departures are listed, not hidden.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from faults import elections, network, process, wire
+from faults.metadata import partition_history
+from faults.observe import RECOVERED, RECOVERING, PartitionState, StateRecorder, partition_state
+from faults.observe import state_path as zk_state_path
+from fixtures.cluster import Cluster, ClusterSpec
+from fixtures.config import EXTERNAL_PORT
+from fixtures.errors import NotReached
+from fixtures.waiting import WaitTimeout, wait_until
+from suites import steps
+from suites.scenario import Finding, RunContext, Scenario
+
+TOPIC = "kip704"
+A, B, C = 1, 2, 3
+CONFORMS, DEPARTS, VIOLATED = "conforms", "departs", "violated"
+
+
+@dataclass
+class Row:
+    statement: str
+    observed: str
+    verdict: str
+    implemented: bool = True  # a violated row that Kafka implements fails the scenario
+
+
+def spec(kafka: str, mode: str) -> ClusterSpec:
+    if mode == "zk":
+        return ClusterSpec(
+            kafka,
+            mode,
+            brokers=3,
+            controller=C,
+            broker_config={"zookeeper.session.timeout.ms": 6000},
+            node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
+        )
+    # The controller keeps B's registration while B is cut off from it for the probes.
+    return ClusterSpec(
+        kafka,
+        mode,
+        brokers=2,
+        controllers=1,
+        node_config={"c1": {"broker.session.timeout.ms": 60000}},
+    )
+
+
+def _controller_nodes(cluster: Cluster):
+    if cluster.mode == "zk":
+        return [cluster.broker(C)]
+    return cluster.controllers
+
+
+def _stop(ctx: RunContext, broker_id: int) -> None:
+    """Stop a broker so the controller notices at once: SIGKILL with a short ZooKeeper
+    session, or a clean stop in KRaft (the broker tells the controller it leaves)."""
+    cluster = ctx.cluster
+    signal = "SIGKILL" if cluster.mode == "zk" else "SIGTERM"
+    process.kill(cluster, cluster.broker(broker_id), ctx.timeline, signal=signal)
+    try:
+        wait_until(
+            cluster.registered_brokers,
+            lambda ids: broker_id not in ids,
+            timeout=90,
+            what=f"broker {broker_id} gone",
+            describe=sorted,
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, str(exc.last)) from None
+
+
+def body(ctx: RunContext) -> Finding:
+    cluster = ctx.cluster
+    cluster.create_topic(TOPIC, [[A, B]], {"min.insync.replicas": 1})
+    recorder = StateRecorder(cluster, TOPIC, 0, ctx.run_dir / "states.jsonl", ctx.timeline)
+    recorder.start()
+    try:
+        return _run(ctx, recorder)
+    finally:
+        recorder.stop()
+
+
+def _raw_zk_state(cluster: Cluster) -> dict[str, Any]:
+    data, _ = cluster.zk_client().get(zk_state_path(TOPIC, 0))
+    return json.loads(data)
+
+
+def _run(ctx: RunContext, recorder: StateRecorder) -> Finding:
+    cluster, timeline = ctx.cluster, ctx.timeline
+    rows: list[Row] = []
+    steps.produce_batch(ctx, TOPIC, 5, to=A, acks="all")
+    raw_before = _raw_zk_state(cluster) if cluster.mode == "zk" else None
+
+    # 1. An unclean election: B falls out of the ISR, A writes on and dies, B is elected.
+    _stop(ctx, B)
+    steps.await_isr(cluster, TOPIC, (A,), what="B out of the ISR")
+    steps.produce_batch(ctx, TOPIC, 5, to=A, acks="1")
+    _stop(ctx, A)
+    process.restart(cluster, cluster.broker(B), timeline)
+    elected = elections.elect_unclean(cluster, TOPIC, to=B, timeline=timeline)
+
+    # 4. Hold B in RECOVERING: cut it off from the controller, so the AlterPartition that
+    # would follow A catching up cannot land; then probe B.
+    controllers = _controller_nodes(cluster)
+    cut = network.isolate(cluster, cluster.broker(B), controllers, timeline=timeline)
+    try:
+        process.restart(cluster, cluster.broker(A), timeline)
+        wait_until(
+            lambda: (steps.replica(cluster, A, TOPIC).leo, steps.replica(cluster, B, TOPIC).leo),
+            lambda leos: leos[0] == leos[1],
+            timeout=90,
+            what="A caught up with B (so that B would add it to the ISR)",
+        )
+        held = partition_state(cluster, TOPIC)
+        answers = _probe(ctx, elected)
+        held_after = partition_state(cluster, TOPIC)
+    finally:
+        cut.heal()
+    try:
+        final = wait_until(
+            lambda: partition_state(cluster, TOPIC),
+            lambda s: s.recovery_state == RECOVERED and s.isr == (A, B),
+            timeout=90,
+            what="A back in the ISR and the partition RECOVERED",
+            describe=str,
+        )
+    except WaitTimeout as exc:
+        final = partition_state(cluster, TOPIC)  # the invariant row reports it as violated
+        timeline.record("note", "not-recovered", last=str(exc.last))
+
+    history = _history(ctx, recorder)
+    ctx.write_json("state-history.json", [asdict(s) for s in history])
+    rows += _invariants(history, elected, final, raw_before, cluster)
+    rows += _holding(held, held_after)
+    rows += _recovery_work(ctx, history)
+    rows += [_probe_row(answer) for answer in answers]
+    rows += _zk_field(cluster, history)
+    ctx.write_json("conformance.json", [asdict(r) for r in rows])
+    timeline.phase("check")
+    broken = [r for r in rows if r.verdict == VIOLATED and r.implemented]
+    departs = [r for r in rows if r.verdict == DEPARTS]
+    versions = [s.version or 0 for s in history]
+    details = {
+        "conformance": [asdict(r) for r in rows],
+        "elected": str(elected),
+        "final": str(final),
+        "versions": versions,
+        # ZooKeeper watches fire once per registration: a skipped znode version is a
+        # write the history did not see.
+        "missed_versions": [v for v in range(versions[0], versions[-1] + 1) if v not in versions]
+        if ctx.mode == "zk" and versions
+        else [],
+    }
+    table = render_table(rows)
+    (ctx.run_dir / "conformance.txt").write_text(table + "\n")
+    print(table)
+    if broken:
+        return Finding(
+            True,
+            f"{len(broken)} implemented invariant(s) broken: "
+            + "; ".join(r.statement for r in broken),
+            details,
+        )
+    return Finding(
+        False,
+        f"every implemented invariant holds; {len(departs)} departure(s) "
+        "from the KIP's text: " + "; ".join(r.statement for r in departs),
+        details,
+    )
+
+
+def _history(ctx: RunContext, recorder: StateRecorder) -> list[PartitionState]:
+    if ctx.mode == "zk":
+        return recorder.stop()
+    return partition_history(ctx.cluster, TOPIC, 0)
+
+
+def _invariants(
+    history: list[PartitionState],
+    elected: PartitionState,
+    final: PartitionState,
+    raw_before: dict | None,
+    cluster: Cluster,
+) -> list[Row]:
+    rows = []
+    after = [s for s in history if (s.leader_epoch or 0) >= (elected.leader_epoch or 0)]
+    first = after[0] if after else None
+    rows.append(
+        Row(
+            "An unclean election is marked as such: the partition is RECOVERING",
+            f"first state of epoch {elected.leader_epoch}: {first}",
+            CONFORMS if first is not None and first.recovery_state == RECOVERING else VIOLATED,
+        )
+    )
+    recovering = [s for s in history if s.recovery_state == RECOVERING]
+    wide = [s for s in recovering if len(s.isr) != 1]
+    rows.append(
+        Row(
+            "While RECOVERING, the ISR has exactly one member",
+            f"{len(recovering)} RECOVERING state(s), ISRs {sorted({s.isr for s in recovering})}",
+            CONFORMS if recovering and not wide else VIOLATED,
+        )
+    )
+    grew = [
+        (p, n)
+        for p, n in itertools.pairwise(history)
+        if p.recovery_state == RECOVERING
+        and len(n.isr) > len(p.isr)
+        and n.recovery_state != RECOVERED
+    ]
+    rows.append(
+        Row(
+            "The ISR does not grow until the leader has RECOVERED",
+            "ISR grew only together with RECOVERED"
+            if not grew
+            else f"grew while RECOVERING: {grew[0][0]} -> {grew[0][1]}",
+            CONFORMS if not grew else VIOLATED,
+        )
+    )
+    back = [
+        (p, n)
+        for p, n in itertools.pairwise(history)
+        if p.recovery_state == RECOVERED
+        and n.recovery_state == RECOVERING
+        and n.leader_epoch == p.leader_epoch
+    ]
+    rows.append(
+        Row(
+            "RECOVERED never goes back to RECOVERING (within a leader epoch)",
+            "never" if not back else f"{back[0][0]} -> {back[0][1]}",
+            CONFORMS if not back else VIOLATED,
+        )
+    )
+    if raw_before is not None:
+        absent = "leader_recovery_state" not in raw_before
+        read_as = history[0].recovery_state if history else "?"
+        rows.append(
+            Row(
+                "A missing recovery field reads as RECOVERED (not unclean)",
+                f"znode before the election {'lacks' if absent else 'has'} the field; "
+                f"read as {read_as}",
+                CONFORMS if absent and read_as == RECOVERED else VIOLATED,
+            )
+        )
+    else:
+        initial = history[0] if history else None
+        rows.append(
+            Row(
+                "A missing recovery field reads as RECOVERED (not unclean)",
+                f"PartitionRecord at creation (tag absent by default): {initial}",
+                CONFORMS if initial and initial.recovery_state == RECOVERED else VIOLATED,
+            )
+        )
+    rows.append(
+        Row(
+            "The partition reaches RECOVERED once a follower catches up",
+            str(final),
+            CONFORMS if final.recovery_state == RECOVERED and len(final.isr) == 2 else VIOLATED,
+        )
+    )
+    return rows
+
+
+def _holding(held: PartitionState, held_after: PartitionState) -> list[Row]:
+    ok = all(s.recovery_state == RECOVERING and s.isr == (B,) for s in (held, held_after))
+    return [
+        Row(
+            "While the leader cannot report recovery, the partition stays RECOVERING with "
+            "an ISR of one",
+            f"controller's view while B was cut off: {held}; after the probes: {held_after}",
+            CONFORMS if ok else VIOLATED,
+        )
+    ]
+
+
+def _recovery_work(ctx: RunContext, history: list[PartitionState]) -> list[Row]:
+    """KIP-704: the leader performs recovery and then tells the controller (AlterIsr with
+    the flag cleared). As implemented (KAFKA-13587) the leader does no recovery work: it
+    marks itself RECOVERED at once, and the controller's copy changes only with the next
+    ISR change."""
+    log = ctx.cluster.broker(B).log_file.read_text(errors="replace")
+    marked = [ln for ln in log.splitlines() if "marked as RECOVERING" in ln and TOPIC in ln]
+    flipped = next(
+        (
+            s
+            for s in history
+            if s.recovery_state == RECOVERED
+            and any(p.recovery_state == RECOVERING for p in history[: history.index(s)])
+        ),
+        None,
+    )
+    return [
+        Row(
+            "The new leader performs unclean recovery, then reports it to the controller",
+            f"B logged: {marked[0].split('] ', 1)[-1][:160] if marked else 'nothing'}; "
+            f"the controller's copy turned RECOVERED only with the ISR change {flipped}",
+            DEPARTS,
+            implemented=False,
+        )
+    ]
+
+
+def _probe(ctx: RunContext, elected: PartitionState) -> list[wire.Answer]:
+    cluster = ctx.cluster
+    port = cluster.broker(B).published[EXTERNAL_PORT]
+    epoch = elected.leader_epoch or 0
+    with wire.Connection("127.0.0.1", port) as conn:
+        answers = [
+            conn.fetch(TOPIC, 0, 0),
+            conn.produce(TOPIC, 0, b"probe-while-recovering"),
+            conn.list_offsets(TOPIC, 0),
+            conn.delete_records(TOPIC, 0, 0),
+            conn.offset_for_leader_epoch(TOPIC, 0, epoch, epoch),
+        ]
+    for answer in answers:
+        ctx.timeline.record(
+            "note",
+            "probe",
+            api=answer.api,
+            version=answer.version,
+            error=answer.error,
+            detail=answer.detail,
+        )
+    return answers
+
+
+def _probe_row(answer: wire.Answer) -> Row:
+    refused = answer.error == "NOT_LEADER_OR_FOLLOWER"
+    observed = f"v{answer.version}: {answer.error} ({answer.detail})"
+    return Row(
+        f"A recovering leader answers {answer.api} with NOT_LEADER_OR_FOLLOWER",
+        observed if refused else f"not implemented: answered {observed}",
+        CONFORMS if refused else DEPARTS,
+        implemented=False,
+    )
+
+
+def _zk_field(cluster: Cluster, history: list[PartitionState]) -> list[Row]:
+    if cluster.mode != "zk":
+        return []
+    return [
+        Row(
+            'The ZooKeeper state znode records the flag as "is_unclean": true',
+            'Kafka writes "leader_recovery_state": 1 instead, and only while RECOVERING',
+            DEPARTS,
+            implemented=False,
+        )
+    ]
+
+
+def render_table(rows: list[Row]) -> str:
+    width = max(len(r.statement) for r in rows)
+    lines = [f"{'KIP-704 statement':{width}}  {'verdict':15}  observed"]
+    for r in rows:
+        lines.append(f"{r.statement:{width}}  {r.verdict:15}  {r.observed}")
+    return "\n".join(lines)
+
+
+SCENARIO = Scenario(
+    id="kip-704-unclean-recovery",
+    title="KIP-704: an unclean election's recovery state, against the KIP's text",
+    body=body,
+    cluster=spec,
+    kip="KIP-704",
+    jira="KAFKA-13587",
+    min_release="3.2.0",
+    min_release_reason="not implemented in this release (KIP-704 arrived in 3.2.0)",
+)
