@@ -63,6 +63,22 @@ def parse_zk_state(topic: str, partition: int, data: bytes, version: int) -> Par
     )
 
 
+def partitions(cluster: Cluster) -> list[tuple[str, int]]:
+    """Every partition of the cluster's user topics, from the source of truth (clients may
+    be cut off from some brokers, so their metadata is no guide)."""
+    if cluster.mode == "zk":
+        zk = cluster.zk_client()
+        return sorted(
+            (t, int(p))
+            for t in zk.get_children("/brokers/topics")
+            if not t.startswith("__")
+            for p in zk.get_children(f"/brokers/topics/{t}/partitions")
+        )
+    from fixtures.kraft import metadata_log
+
+    return sorted(tp for tp in metadata_log(cluster).partitions() if not tp[0].startswith("__"))
+
+
 def partition_state(cluster: Cluster, topic: str, partition: int = 0) -> PartitionState:
     if cluster.mode == "zk":
         data, stat = cluster.zk_client().get(state_path(topic, partition))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from faults import network
-from faults.observe import PartitionState, partition_state
+from faults.observe import PartitionState, partition_state, partitions
 from faults.timeline import Timeline
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
@@ -28,14 +28,7 @@ from fixtures.waiting import WaitTimeout, wait_until
 
 def partitions_in_isr(cluster: Cluster, broker_id: int) -> list[tuple[str, int]]:
     """Partitions (of user topics) whose ISR includes the broker (as leader or follower)."""
-    md = cluster.admin().list_topics(timeout=10)
-    return [
-        (name, p.id)
-        for name, topic in md.topics.items()
-        if not name.startswith("__")
-        for p in topic.partitions.values()
-        if broker_id in partition_state(cluster, name, p.id).isr
-    ]
+    return [tp for tp in partitions(cluster) if broker_id in partition_state(cluster, *tp).isr]
 
 
 @dataclass

@@ -360,7 +360,7 @@ def _events(ax: Any, marks: Sequence[dict], start: float, span: float) -> None:
             zorder=4,
         )
         # Roughly the width of the text in data units (7 pt characters on an 11 in axis).
-        last_end[y] = x + span * 0.0085 * (len(text) + 1)
+        last_end[y] = max(last_end.get(y, -1e9), x + span * 0.0085 * (len(text) + 1))
     ax.set_ylim(0.1, 1.3)
     ax.set_yticks([KIND_STYLE[k][2] for k in ("fault", "heal", "election")])
     ax.set_yticklabels(["faults", "heals", "elections"])

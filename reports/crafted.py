@@ -112,16 +112,9 @@ def kip279_s1_equal(
             "epoch": 1,
             "isr": [1, 2],
         },
-        {
-            "kind": "fault",
-            "name": "cut",
-            "wall": at(7.0),
-            "node": "b2",
-            "cut": "b1",
-            "note": "replication from b1 to b2 cut",
-        },
+        {"kind": "fault", "name": "cut", "wall": at(7.0), "cut": "b2 <-x-> b1", "rules": 2},
         {"kind": "fault", "name": "kill", "wall": at(8.0), "node": "b1", "signal": "SIGKILL"},
-        {"kind": "heal", "name": "uncut", "wall": at(8.1), "node": "b2"},
+        {"kind": "heal", "name": "cut", "wall": at(8.1), "cut": "b2 <-x-> b1"},
         {
             "kind": "election",
             "name": "unclean",

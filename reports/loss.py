@@ -20,6 +20,9 @@ from checkers.lineage import Lineage
 from checkers.records import Record, read_records
 
 MAX_LISTED = 100  # lost writes listed in a report; the count is always exact
+# Settings under which an acknowledged write promises to survive a leader's failure; an
+# acks=1 write may be lost when its leader fails before a follower copies it.
+DURABLE_ACKS = ("all", "-1")
 PREVIEW = 60  # characters of a record shown beside a lost write
 
 
@@ -104,9 +107,22 @@ def check_acknowledged(
         "unverifiable": 0,
         "reference": None if reference is None else reference.broker_id,
         "lost": [],
+        "by_acks": {},
+        "durable_lost": 0,
     }
+    by_acks: dict[str, dict[str, int]] = result["by_acks"]
+    for send in ordered:
+        by_acks.setdefault(str(send.get("acks")), {"acked": 0, "lost": 0})["acked"] += 1
+
+    def count_lost(send: Mapping[str, Any]) -> None:
+        result["lost_count"] += 1
+        by_acks[str(send.get("acks"))]["lost"] += 1
+        if str(send.get("acks")) in DURABLE_ACKS:
+            result["durable_lost"] += 1
+
     if reference is None:
-        result["lost_count"] = len(ordered)
+        for send in ordered:
+            count_lost(send)
         result["lost"] = [
             _lost(s, "no replica of this partition was found on disk", [])
             for s in ordered[:MAX_LISTED]
@@ -126,7 +142,7 @@ def check_acknowledged(
             if isinstance(record, str):
                 result["unverifiable"] += 1
                 continue
-            result["lost_count"] += 1
+            count_lost(send)
             if len(result["lost"]) >= MAX_LISTED:
                 continue
             if record is None:

@@ -107,9 +107,7 @@ def overall(run: RunResult) -> dict[str, Any]:
         findings.append(partition_headline(p))
     for p in run.partitions:
         if p.lost:
-            findings.append(
-                f"{p.topic}-{p.partition}: {p.lost} of {p.acked} acknowledged write(s) lost"
-            )
+            findings.append(f"{p.topic}-{p.partition}: {loss_line(p.report.get('loss'))}")
     if not findings and run.partitions:
         n = len([p for p in run.partitions if p.status == "consistent"])
         findings.append(f"all {n} partition(s) consistent: every replica holds the same batches")
@@ -124,6 +122,25 @@ def overall(run: RunResult) -> dict[str, Any]:
         "summary": verdict.get("summary"),
         "findings": findings,
     }
+
+
+def loss_line(loss: dict[str, Any] | None) -> str:
+    """ "10 of 41 acknowledged write(s) lost (acks=1: 10 of 30)", durable loss first."""
+    if not loss:
+        return ""
+    parts = [
+        f"acks={acks}: {c['lost']} of {c['acked']}"
+        for acks, c in sorted((loss.get("by_acks") or {}).items())
+        if c["lost"]
+    ]
+    text = f"{loss['lost_count']} of {loss['acked']} acknowledged write(s) lost"
+    if parts:
+        text += f" ({'; '.join(parts)})"
+    if loss.get("durable_lost"):
+        text += ": acks=all writes lost, which Kafka promises never to lose"
+    elif loss.get("lost_count"):
+        text += ", none with acks=all"
+    return text
 
 
 def partition_headline(p: PartitionResult) -> str:
@@ -591,6 +608,9 @@ def index_entry(view: dict[str, Any], href: str) -> dict[str, Any]:
             for v in view["diverged"]
         ],
         "lost": sum(((v["loss"] or {}).get("lost_count") or 0) for v in view["partitions"]),
+        "durable_lost": sum(
+            ((v["loss"] or {}).get("durable_lost") or 0) for v in view["partitions"]
+        ),
     }
 
 

@@ -77,7 +77,8 @@ class Writer(threading.Thread):
                 partition=0,
                 on_delivery=lambda e, m, s=send: self._report(e, m, s),
             )
-            self.producer.poll(self.interval)
+            self.producer.poll(0)
+            self.stop_event.wait(self.interval)  # pacing: a steady rate of writes
             i += 1
 
     def _report(self, err: Any, msg: Any, send: Send) -> None:
