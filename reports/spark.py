@@ -36,10 +36,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 _LOG4J2 = """\
 status = error
-rootLogger.level = error
+rootLogger.level = fatal
 rootLogger.appenderRef.stderr.ref = stderr
 logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+logger.repl.level = fatal
 appender.stderr.type = Console
 appender.stderr.name = stderr
 appender.stderr.target = SYSTEM_ERR
