@@ -669,40 +669,52 @@ _CODEC_ERRORS = (
 _LZ4_MAGIC = 0x184D2204
 
 
+def output_limit(compressed: int) -> int:
+    """How far a compressed input may expand. Bounded by the input's own size, so that a
+    corrupt size field or a decompression bomb cannot make the reader allocate far more
+    memory than it read: Kafka's batches are at most message.max.bytes (1 MB by default)
+    compressed, and real data does not expand a thousandfold."""
+    return min(MAX_DECOMPRESSED, max(1 << 20, 1024 * compressed))
+
+
+_CHUNK = 1 << 16
+
+
 def decompress(codec: int, data: bytes, magic: int) -> bytes:
     """Decompress a batch's records (v2) or a wrapper's value (v0/v1). Raises ValueError."""
+    limit = output_limit(len(data))
     try:
         if codec == 1:
-            return _gunzip(data)
+            return _gunzip(data, limit)
         if codec == 2:
-            return _unsnappy(data)
+            return _unsnappy(data, limit)
         if codec == 3:
-            return _unlz4(data, magic)
+            return _unlz4(data, magic, limit)
         if codec == 4:
             if magic < 2:
                 raise ValueError("zstd is not allowed below magic 2")
-            return _unzstd(data)
+            return _unzstd(data, limit)
     except _CODEC_ERRORS as exc:  # each codec raises its own type on corrupt input
         raise ValueError(f"{COMPRESSION_NAMES[codec]}: {exc}") from None
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def _gunzip(data: bytes) -> bytes:
+def _gunzip(data: bytes, limit: int) -> bytes:
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    out = d.decompress(data, MAX_DECOMPRESSED + 1)
-    if len(out) > MAX_DECOMPRESSED:
+    out = d.decompress(data, limit + 1)
+    if len(out) > limit:
         raise ValueError("gzip data expands beyond the size limit")
     if not d.eof:
         raise ValueError("gzip stream is truncated")
     return out
 
 
-def _unsnappy(data: bytes) -> bytes:
+def _unsnappy(data: bytes, limit: int) -> bytes:
     # Kafka writes snappy through snappy-java's SnappyOutputStream: a 16-byte header, then
     # blocks of [int32 length][raw snappy]. Data without that header is read as one raw
     # block, as snappy-java's SnappyInputStream does.
     if not data.startswith(_XERIAL_MAGIC):
-        return _snappy_block(data)
+        return _snappy_block(data, limit)
     pos, out, total = 16, [], 0
     while pos < len(data):
         if pos + 4 > len(data):
@@ -711,18 +723,18 @@ def _unsnappy(data: bytes) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise ValueError(f"impossible xerial snappy block length {n}")
-        block = _snappy_block(data[pos : pos + n])
+        block = _snappy_block(data[pos : pos + n], limit - total)
         total += len(block)
-        if total > MAX_DECOMPRESSED:
+        if total > limit:
             raise ValueError("snappy data expands beyond the size limit")
         out.append(block)
         pos += n
     return b"".join(out)
 
 
-def _snappy_block(data: bytes) -> bytes:
+def _snappy_block(data: bytes, limit: int) -> bytes:
     declared, _ = _uvarint(data, 0)  # raw snappy starts with the uncompressed length
-    if declared > MAX_DECOMPRESSED:
+    if declared > limit:
         raise ValueError(f"snappy block declares {declared} bytes")
     return bytes(snappy.decompress(data))
 
@@ -740,7 +752,7 @@ def _uvarint(data: bytes, cursor: int) -> tuple[int, int]:
         shift += 7
 
 
-def _unlz4(data: bytes, magic: int) -> bytes:
+def _unlz4(data: bytes, magic: int, limit: int) -> bytes:
     if len(data) < 7 or _U32LE.unpack_from(data, 0)[0] != _LZ4_MAGIC:
         raise ValueError("not an LZ4 frame")
     flg = data[4]
@@ -752,19 +764,30 @@ def _unlz4(data: bytes, magic: int) -> bytes:
         # and still does for magic 0 messages. Put the standard checksum in its place.
         fixed = (xxh32(data[4:descriptor_end]) >> 8) & 0xFF
         data = data[:descriptor_end] + bytes((fixed,)) + data[descriptor_end + 1 :]
-    out = lz4.frame.decompress(data)
-    if len(out) > MAX_DECOMPRESSED:
-        raise ValueError("lz4 data expands beyond the size limit")
-    return out
+    # In chunks: a frame's declared content size is not trusted for an allocation.
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    out, pending = bytearray(), data
+    while True:
+        out += decompressor.decompress(pending, max_length=_CHUNK)
+        pending = b""
+        if len(out) > limit:
+            raise ValueError("lz4 data expands beyond the size limit")
+        if decompressor.eof:
+            return bytes(out)
+        if decompressor.needs_input:
+            raise ValueError("lz4 frame is truncated")
 
 
-def _unzstd(data: bytes) -> bytes:
-    # Kafka's zstd frames carry no content size, so read the stream to its end (bounded).
+def _unzstd(data: bytes, limit: int) -> bytes:
+    # Kafka's zstd frames carry no content size, so read the stream to its end, in chunks
+    # (a single read of the limit would allocate the whole limit up front).
     reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
-    out = reader.read(MAX_DECOMPRESSED + 1)
-    if len(out) > MAX_DECOMPRESSED:
-        raise ValueError("zstd data expands beyond the size limit")
-    return out
+    out = bytearray()
+    while chunk := reader.read(_CHUNK):
+        out += chunk
+        if len(out) > limit:
+            raise ValueError("zstd data expands beyond the size limit")
+    return bytes(out)
 
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393

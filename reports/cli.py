@@ -141,6 +141,7 @@ def run_audit(args: argparse.Namespace) -> int:
             master=getattr(args, "spark_master", None),
             write_tables=tables is not None,
             tables_dir=Path(tables) if tables else None,
+            verdict_objects=True,
         )
         run = result.runs[0]
         audited = run.audit_result()

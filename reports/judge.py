@@ -23,6 +23,10 @@ from reports.loss import check_acknowledged
 from reports.tables import VERDICT_SCHEMA, lineage_from_row
 
 VERDICT_COLUMNS = VERDICT_SCHEMA.names
+# A run with more partitions than this gets diagrams and replays only for its partitions
+# that diverged or lost writes: a report draws no others, and thousands of them would
+# weigh on the driver for nothing.
+DETAILED_UP_TO = 12
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class JudgeConfig:
 
     protocols: dict[str, str] = field(default_factory=dict)
     leaders: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    brief_runs: frozenset[str] = frozenset()  # runs with more than DETAILED_UP_TO partitions
+    verdict_objects: bool = False  # also return each PartitionVerdict, pickled
 
 
 def replica_info(lin: Lineage) -> dict[str, Any]:
@@ -57,10 +63,15 @@ def report_data(
     lineages: list[Lineage],
     verdict: PartitionVerdict,
     sends: list[dict[str, Any]],
+    *,
+    brief: bool = False,
 ) -> dict[str, Any]:
-    """What the report shows of one partition beyond `PartitionVerdict.to_dict()`."""
+    """What the report shows of one partition beyond `PartitionVerdict.to_dict()`; `brief`
+    leaves out the diagram and replays of a consistent partition that lost no write."""
     by_id = {lin.broker_id: lin for lin in lineages}
     reference = by_id[verdict.leader] if verdict.leader in by_id else pick_leader(lineages)
+    loss = check_acknowledged(lineages, reference, sends)
+    detailed = not brief or verdict.status != "consistent" or bool(loss and loss["lost_count"])
     versions = [
         {
             "replicas": v.replicas,
@@ -85,14 +96,14 @@ def report_data(
         "reference": reference.broker_id,
         "common": common,
         "replicas": [replica_info(lin) for lin in sorted(lineages, key=lambda x: x.broker_id)],
-        "diagram": diagram.build(lineages, verdict, reference),
-        "replays": diagram.replay_rejoin(lineages, verdict, reference),
+        "diagram": diagram.build(lineages, verdict, reference) if detailed else None,
+        "replays": diagram.replay_rejoin(lineages, verdict, reference) if detailed else [],
         "predictions": {
             str(f): {"lines": r.describe(), "outcome": r.outcome.value}
             for f, r in verdict.predictions.items()
         },
         "versions": versions,
-        "loss": check_acknowledged(lineages, reference, sends),
+        "loss": loss,
     }
 
 
@@ -101,12 +112,16 @@ def judge_partition_rows(
     run: str,
     topic: str,
     partition: int,
-    replicas: list[tuple[int, dict[str, Any]]],
+    replicas: list[tuple[int, dict[str, Any], bytes | None]],
     sends: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """One verdict row from a partition's (broker, replica struct) pairs and sends."""
+    """One verdict row from a partition's (broker, replica struct, packed batches) and
+    its acknowledged sends."""
     protocol = Protocol(config.protocols.get(run, Protocol.KIP_279.value))
-    lineages = [lineage_from_row(topic, partition, broker, replica) for broker, replica in replicas]
+    lineages = [
+        lineage_from_row(topic, partition, broker, replica, batches)
+        for broker, replica, batches in replicas
+    ]
     if not lineages:
         loss = check_acknowledged([], None, sends)
         return {
@@ -123,7 +138,7 @@ def judge_partition_rows(
     verdict = judge_partition(
         lineages, leader=config.leaders.get((run, topic, partition)), protocol=protocol
     )
-    data = report_data(lineages, verdict, sends)
+    data = report_data(lineages, verdict, sends, brief=run in config.brief_runs)
     loss = data["loss"]
     return {
         "run": run,
@@ -140,7 +155,9 @@ def judge_partition_rows(
         "lost": None if loss is None else loss["lost_count"],
         "verdict_json": json.dumps(verdict.to_dict()),
         "report_json": json.dumps(data),
-        "verdict_pickle": pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL),
+        "verdict_pickle": pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL)
+        if config.verdict_objects
+        else None,
     }
 
 
@@ -151,15 +168,16 @@ def judge_bucket(
     partitions and their acknowledged sends. Each partition is judged on its own; grouping
     several per call spares Spark and pandas a round trip per partition."""
     run = str(key[0])
-    held: dict[tuple[str, int], list[tuple[int, dict[str, Any]]]] = {}
-    for topic, partition, broker, replica in zip(
+    held: dict[tuple[str, int], list[tuple[int, dict[str, Any], bytes | None]]] = {}
+    for topic, partition, broker, replica, batches in zip(
         replicas["topic"].tolist(),
         replicas["partition"].tolist(),
         replicas["broker"].tolist(),
         replicas["replica"].tolist(),
+        replicas["batches"].tolist(),
         strict=True,
     ):
-        held.setdefault((str(topic), int(partition)), []).append((int(broker), replica))
+        held.setdefault((str(topic), int(partition)), []).append((int(broker), replica, batches))
     sent: dict[tuple[str, int], list[dict[str, Any]]] = {}
     if len(sends):
         for row in sends.to_dict("records"):

@@ -35,7 +35,7 @@ from checkers.lineage import Lineage
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog
 from checkers.verdict import PartitionVerdict
 from reports import tables as T
-from reports.judge import JudgeConfig, judge_bucket
+from reports.judge import DETAILED_UP_TO, JudgeConfig, judge_bucket
 from reports.progress import SparkProgress
 from reports.scan import scan_replicas
 from reports.sources import ReplicaTask, RunSource
@@ -133,7 +133,10 @@ class RunResult:
         return out
 
     def audit_result(self) -> AuditResult:
-        """The `AuditResult` that `checkers.audit.audit` returns for the same inputs."""
+        """The `AuditResult` that `checkers.audit.audit` returns for the same inputs (the
+        pipeline must have run with `verdict_objects=True`)."""
+        if any(p.verdict is not None and p.verdict_object is None for p in self.partitions):
+            raise ValueError("audit_result needs run_pipeline(..., verdict_objects=True)")
         result = AuditResult()
         result.errors = self.errors()
         result.unreadable = list(self.source.unreadable)
@@ -190,10 +193,12 @@ def run_pipeline(
     master: str | None = None,
     write_tables: bool = True,
     tables_dir: Path | None = None,
+    verdict_objects: bool = False,
 ) -> PipelineResult:
     """Scan, judge and tabulate every source. Tables go to `<run>/tables/` for reported run
     directories, or under `tables_dir` (one folder per source key when there are several)
-    for audits; `write_tables=False` writes none."""
+    for audits; `write_tables=False` writes none. `verdict_objects` keeps each partition's
+    `PartitionVerdict` (for `RunResult.audit_result`)."""
     quiet_pandas_warning()
     spark = get_session(master)
     timings: dict[str, float] = {}
@@ -211,7 +216,7 @@ def run_pipeline(
 
     mark = time.monotonic()
     _metadata(replicas, sources, results)
-    config = _judge_config(sources, results)
+    config = _judge_config(sources, results, verdict_objects)
     sends = _producer_frame(spark, sources)
     acked = (
         sends.filter("error IS NULL AND offset IS NOT NULL AND partition IS NOT NULL")
@@ -300,7 +305,7 @@ def _collect_summaries(replicas: Any) -> dict[str, list[ReplicaSummary]]:
         "judged",
         "metadata",
         F.col(r + "path").alias("path"),
-        F.size(r + "batches").alias("batches"),
+        F.col(r + "batch_count").alias("batches"),
         F.col(r + "log_start_offset").alias("log_start_offset"),
         F.col(r + "high_watermark").alias("high_watermark"),
         F.col(r + "log_end_offset").alias("log_end_offset"),
@@ -361,7 +366,9 @@ def _metadata(replicas: Any, sources: Sequence[RunSource], results: dict[str, Ru
             result.metadata = log
 
 
-def _judge_config(sources: Sequence[RunSource], results: dict[str, RunResult]) -> JudgeConfig:
+def _judge_config(
+    sources: Sequence[RunSource], results: dict[str, RunResult], verdict_objects: bool
+) -> JudgeConfig:
     protocols = {s.key: s.protocol.value for s in sources}
     leaders: dict[tuple[str, str, int], int] = {}
     for source in sources:
@@ -383,7 +390,14 @@ def _judge_config(sources: Sequence[RunSource], results: dict[str, RunResult]) -
                 leader = quorum_leader
             if leader is not None:
                 leaders[(source.key, *tp)] = leader
-    return JudgeConfig(protocols=protocols, leaders=leaders)
+    brief = frozenset(
+        s.key
+        for s in sources
+        if len({(t.topic, t.partition) for t in s.tasks if t.judged}) > DETAILED_UP_TO
+    )
+    return JudgeConfig(
+        protocols=protocols, leaders=leaders, brief_runs=brief, verdict_objects=verdict_objects
+    )
 
 
 def _producer_frame(spark: Any, sources: Sequence[RunSource]) -> Any:
@@ -463,7 +477,7 @@ def _judge(
     left = (
         replicas.filter("judged")
         .join(bucket_frame, keys)
-        .select("run", "bucket", "topic", "partition", "broker", "replica")
+        .select("run", "bucket", "topic", "partition", "broker", "replica", "batches")
         .groupBy("run", "bucket")
     )
     if acked is None:
@@ -672,17 +686,11 @@ def _write_arrow(path: Path, table: pa.Table) -> None:
 
 
 def _batches_frame(replicas: Any) -> Any:
-    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    exploded = replicas.select(
-        "run",
-        "broker",
-        "topic",
-        "partition",
-        "judged",
-        F.posexplode("replica.batches").alias("seq", "batch"),
+    return replicas.select("run", "broker", "topic", "partition", "judged", "batches").mapInArrow(
+        T.explode_batches, from_arrow_schema(T.BATCHES_SCHEMA)
     )
-    return exploded.select("run", "broker", "topic", "partition", "judged", "seq", "batch.*")
 
 
 def _write_spark(spark: Any, name: str, frame: Any, destinations: dict[str, Path]) -> None:

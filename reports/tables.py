@@ -1,16 +1,20 @@
 """Arrow schemas of the pipeline's tables, and the codecs between checkers' objects and rows.
 
-A scan task turns one replica (a `checkers.lineage.Lineage`) into one row of `REPLICA_SCHEMA`
-with its batches nested; the grouped judge turns rows back into equal `Lineage` objects.
-`lineage_from_row(lineage_row(x))` rebuilds `x` field for field, which is what lets the
-judge run on tables instead of files (and a test holds it to that).
+A scan task turns one replica (a `checkers.lineage.Lineage`) into one row of `REPLICA_SCHEMA`;
+the grouped judge turns rows back into equal `Lineage` objects, field for field (a test holds
+it to that). A replica's batch rows (tuples in `checkers.records.BATCH_FIELDS` order) travel
+as one pickled binary value: Spark moves and caches a binary column far more cheaply than a
+list of 17-field structs, and only Python code reads it. `batch_table` turns them into the
+flat `batches` table.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+import pickle
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -18,7 +22,7 @@ import pyarrow as pa
 from checkers.errors import LogReadError, TornTail
 from checkers.lineage import Lineage
 from checkers.metadata_log import LeaderChange, MetadataLog, PartitionStateEvent
-from checkers.records import BATCH_FIELDS, make_batch
+from checkers.records import BATCH_FIELDS, Batch, make_batch
 
 BATCH_TYPES: dict[str, pa.DataType] = {
     "base_offset": pa.int64(),
@@ -90,11 +94,27 @@ LINEAGE_STRUCT = pa.struct(
         ("torn_tail", TORN_STRUCT),
         ("transient_files", pa.list_(pa.string())),
         ("errors", pa.list_(ERROR_STRUCT)),
-        ("batches", pa.list_(BATCH_STRUCT)),
+        ("batch_count", pa.int64()),
     ]
 )
 REPLICA_SCHEMA = pa.schema(
-    [*KEY_FIELDS, ("replica", LINEAGE_STRUCT), ("metadata_log", pa.string())]
+    [
+        *KEY_FIELDS,
+        ("replica", LINEAGE_STRUCT),
+        ("batches", pa.binary()),  # pickled list of batch row tuples
+        ("metadata_log", pa.string()),
+    ]
+)
+BATCHES_SCHEMA = pa.schema(
+    [
+        ("run", pa.string()),
+        ("broker", pa.int32()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("judged", pa.bool_()),
+        ("seq", pa.int32()),
+        *[(name, BATCH_TYPES[name]) for name in BATCH_FIELDS],
+    ]
 )
 
 # Acknowledged sends, as the judge receives them next to the replicas.
@@ -228,14 +248,19 @@ def error_from_value(value: Mapping[str, Any]) -> LogReadError:
     return error
 
 
-def batch_columns(batches: Sequence[Any]) -> dict[str, list[Any]]:
-    """Columns (field -> values) of batches, for Arrow's columnar builders."""
-    return {name: [getattr(b, name) for b in batches] for name in BATCH_FIELDS}
+_ROW = operator.attrgetter(*BATCH_FIELDS)
 
 
-def lineage_value(lineage: Lineage, *, with_batches: bool = True) -> dict[str, Any]:
-    """The `replica` struct of a lineage, batches as a list of dicts (see `replica_batch`
-    for the columnar form that scan tasks build)."""
+def pack_batches(batches: Sequence[Batch]) -> bytes:
+    return pickle.dumps([_ROW(b) for b in batches], protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_batches(blob: bytes | None) -> list[tuple[Any, ...]]:
+    return [] if blob is None else pickle.loads(blob)
+
+
+def lineage_value(lineage: Lineage) -> dict[str, Any]:
+    """The `replica` struct of a lineage (its batches travel apart: `pack_batches`)."""
     torn = lineage.torn_tail
     return {
         "path": lineage.path,
@@ -249,52 +274,76 @@ def lineage_value(lineage: Lineage, *, with_batches: bool = True) -> dict[str, A
         "torn_tail": None if torn is None else dataclasses.asdict(torn),
         "transient_files": list(lineage.transient_files),
         "errors": [error_value(e) for e in lineage.errors],
-        "batches": [b.to_row() for b in lineage.batches] if with_batches else [],
+        "batch_count": len(lineage.batches),
     }
 
 
 def replica_batch(rows: Sequence[dict[str, Any]], lineages: Sequence[Lineage]) -> pa.RecordBatch:
     """A `REPLICA_SCHEMA` record batch: `rows` hold the key fields and `metadata_log`,
-    `lineages` the replicas. Batches go in column by column (far cheaper than a dict per
-    batch)."""
-    values = [lineage_value(lin, with_batches=False) for lin in lineages]
-    offsets = [0]
-    every: list[Any] = []
-    for lin in lineages:
-        every.extend(lin.batches)
-        offsets.append(len(every))
-    columns = batch_columns(every)
-    struct = pa.StructArray.from_arrays(
-        [pa.array(columns[name], BATCH_TYPES[name]) for name in BATCH_FIELDS],
-        fields=list(BATCH_STRUCT),
-    )
-    batches = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), struct)
-    other = [f for f in LINEAGE_STRUCT if f.name != "batches"]
-    replica = pa.StructArray.from_arrays(
-        [pa.array([v[f.name] for v in values], f.type) for f in other] + [batches],
-        fields=[*other, LINEAGE_STRUCT.field("batches")],
-    )
+    `lineages` the replicas."""
+    values = [lineage_value(lin) for lin in lineages]
     arrays = [pa.array([r[name] for r in rows], typ) for name, typ in KEY_FIELDS]
-    arrays.append(replica)
+    arrays.append(pa.array(values, LINEAGE_STRUCT))
+    arrays.append(pa.array([pack_batches(lin.batches) for lin in lineages], pa.binary()))
     arrays.append(pa.array([r.get("metadata_log") for r in rows], pa.string()))
     return pa.RecordBatch.from_arrays(arrays, schema=REPLICA_SCHEMA)
 
 
+def batch_table(
+    keys: Sequence[tuple[str, int, str, int, bool]], blobs: Sequence[bytes | None]
+) -> pa.RecordBatch:
+    """Flat `BATCHES_SCHEMA` rows: one per batch of each (run, broker, topic, partition,
+    judged) replica, numbered in log order."""
+    key_columns: list[list[Any]] = [[] for _ in range(5)]
+    seq: list[int] = []
+    rows: list[tuple[Any, ...]] = []
+    for key, blob in zip(keys, blobs, strict=True):
+        batch_rows = unpack_batches(blob)
+        rows.extend(batch_rows)
+        seq.extend(range(len(batch_rows)))
+        for column, value in zip(key_columns, key, strict=True):
+            column.extend([value] * len(batch_rows))
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in BATCH_FIELDS]
+    arrays = [pa.array(c, f.type) for c, f in zip(key_columns, BATCHES_SCHEMA, strict=False)]
+    arrays.append(pa.array(seq, pa.int32()))
+    arrays.extend(
+        pa.array(list(c), BATCH_TYPES[n]) for c, n in zip(columns, BATCH_FIELDS, strict=True)
+    )
+    return pa.RecordBatch.from_arrays(arrays, schema=BATCHES_SCHEMA)
+
+
+def explode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: replica rows (run, broker, topic, partition, judged, batches)
+    in, `BATCHES_SCHEMA` rows out."""
+    for batch in batches:
+        columns = batch.to_pydict()
+        keys = list(
+            zip(
+                columns["run"],
+                columns["broker"],
+                columns["topic"],
+                columns["partition"],
+                columns["judged"],
+                strict=True,
+            )
+        )
+        yield batch_table(keys, columns["batches"])
+
+
 def lineage_from_row(
-    topic: str, partition: int, broker: int, replica: Mapping[str, Any]
+    topic: str, partition: int, broker: int, replica: Mapping[str, Any], batches: bytes | None
 ) -> Lineage:
-    """The `Lineage` a `replica` struct describes (as a dict of Python values, the way
-    pandas hands a struct to a grouped UDF; nested lists may be numpy arrays)."""
+    """The `Lineage` a `replica` struct and its packed batches describe (the struct as a dict
+    of Python values, the way pandas hands it to a grouped UDF; nested lists may be numpy
+    arrays)."""
     make = make_batch
-    names = BATCH_FIELDS
-    batches = [make(*[row[n] for n in names]) for row in _seq(replica["batches"])]
     checkpointed = replica["checkpointed"]
     torn = replica["torn_tail"]
     return Lineage(
         topic=topic,
         partition=int(partition),
         broker_id=int(broker),
-        batches=batches,
+        batches=[make(*row) for row in unpack_batches(batches)],
         checkpointed_epoch_starts=None
         if checkpointed is None
         else [(int(e["epoch"]), int(e["start_offset"])) for e in _seq(checkpointed)],

@@ -13,10 +13,11 @@ from typing import Any
 
 from checkers.metadata_log import METADATA_TOPICS
 from checkers.model import Protocol
+from reports.judge import DETAILED_UP_TO
 from reports.pipeline import PartitionResult, RunResult
 
 OUTCOMES = ("reproduced", "consistent", "diverged", "not-reached", "not-applicable")
-DRAW_ALL_UP_TO = 12  # partitions; beyond this only diverged or lossy ones get diagrams
+DRAW_ALL_UP_TO = DETAILED_UP_TO  # beyond this only diverged or lossy partitions get diagrams
 DRAW_AT_MOST = 40
 FAULT_KINDS = ("fault", "heal", "election")
 PLAIN_FIELDS = ("kind", "name", "wall", "mono")

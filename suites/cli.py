@@ -141,6 +141,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target(p, many=True)
     p.set_defaults(func=cmd_prepare)
 
+    p = sub.add_parser(
+        "flakes",
+        help="run scenarios N times on one release; count verdicts",
+        description="Run each deterministic scenario N times on one release and "
+        "print the verdict counts. Exit 0 when every run of every scenario gave "
+        "the expected verdict (zero flips).",
+    )
+    from suites import flakes
+
+    flakes.add_arguments(p)
+    p.set_defaults(func=flakes.main)
+
     p = sub.add_parser("clean", help="remove containers and networks of runs that are gone")
     p.add_argument("--all", action="store_true", help="also remove those of runs still in progress")
     p.set_defaults(func=cmd_clean)

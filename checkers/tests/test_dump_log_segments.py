@@ -17,10 +17,12 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 def dump(node, release, path: str) -> list[dict[str, str]]:
     # The tool moved to the tools module in 4.3 (KAFKA-14579).
-    main = ("org.apache.kafka.tools.DumpLogSegments" if release.at_least(4, 3)
-            else "kafka.tools.DumpLogSegments")
-    result = node.exec(["java", "-Xmx256m", "-cp", "/opt/kafka/libs/*", main,
-                        "--files", path])
+    main = (
+        "org.apache.kafka.tools.DumpLogSegments"
+        if release.at_least(4, 3)
+        else "kafka.tools.DumpLogSegments"
+    )
+    result = node.exec(["java", "-Xmx256m", "-cp", "/opt/kafka/libs/*", main, "--files", path])
     assert result.exit_code == 0, result.output[-2000:]
     entries = []
     for line in result.output.splitlines():
@@ -31,8 +33,15 @@ def dump(node, release, path: str) -> list[dict[str, str]]:
 
 
 def produce(cluster, topic: str, codec: str, batches: int = 6, per_batch: int = 7) -> None:
-    producer = Producer({**cluster.client_config(), "acks": "all", "compression.type": codec,
-                         "linger.ms": 500, "batch.num.messages": per_batch})
+    producer = Producer(
+        {
+            **cluster.client_config(),
+            "acks": "all",
+            "compression.type": codec,
+            "linger.ms": 500,
+            "batch.num.messages": per_batch,
+        }
+    )
     for b in range(batches):
         for r in range(per_batch):
             producer.produce(topic, value=f"{codec}-{b}-{r}-".encode() * 20, key=f"k{r}".encode())
@@ -70,7 +79,9 @@ def test_reader_matches_dump_log_segments(cluster_factory, kafka_target):
             assert mine.compression == kafka["compresscodec"].lower()
             if "baseOffset" in kafka:
                 assert (mine.base_offset, mine.last_offset) == (
-                    int(kafka["baseOffset"]), int(kafka["lastOffset"]))
+                    int(kafka["baseOffset"]),
+                    int(kafka["lastOffset"]),
+                )
                 assert mine.leader_epoch == int(kafka["partitionLeaderEpoch"])
                 assert mine.size == int(kafka["size"])
                 assert mine.magic == 2
@@ -79,5 +90,4 @@ def test_reader_matches_dump_log_segments(cluster_factory, kafka_target):
                 assert mine.magic == int(kafka["magic"])
                 assert mine.leader_epoch == -1
                 # A wrapper holds the whole batch: our base is its first inner offset.
-                assert mine.last_offset - mine.base_offset + 1 == (
-                    7 if codec != "none" else 1)
+                assert mine.last_offset - mine.base_offset + 1 == (7 if codec != "none" else 1)

@@ -51,7 +51,8 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def pipeline_result(runs_dir: Path) -> PipelineResult:
     keys = [KIP_RUN, HOSTILE_RUN, SMOKE_RUN, NOT_REACHED_RUN]
-    return run_pipeline([run_source(runs_dir / k, k) for k in keys], master=MASTER)
+    sources = [run_source(runs_dir / k, k) for k in keys]
+    return run_pipeline(sources, master=MASTER, verdict_objects=True)
 
 
 @pytest.fixture(scope="session")

@@ -196,7 +196,7 @@ def test_audits_through_spark_answer_as_checkers_audit(tmp_path: Path) -> None:
     cases["no-meta"] = ([*bad[:1], no_meta], {})
 
     sources = [audit_source(dirs, key=key, **kw) for key, (dirs, kw) in cases.items()]
-    result = run_pipeline(sources, master=MASTER, write_tables=False)
+    result = run_pipeline(sources, master=MASTER, write_tables=False, verdict_objects=True)
     for key, (dirs, kw) in cases.items():
         expected = audit(dirs, **kw)
         got = result.run(key).audit_result()

@@ -48,7 +48,7 @@ def snapshot(result: PipelineResult, tables: dict[str, Path]) -> dict[str, Any]:
 def run_on(master: str, sources: list[Any], tables: Path) -> tuple[int, dict[str, Any]]:
     stop_session()
     cores = get_session(master).sparkContext.defaultParallelism
-    result = run_pipeline(sources, master=master, tables_dir=tables / "many")
+    result = run_pipeline(sources, master=master, tables_dir=tables / "many", verdict_objects=True)
     dests = {"kip": sources[0].path / "tables", "many": tables / "many"}
     return cores, snapshot(result, dests)
 

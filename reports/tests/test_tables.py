@@ -59,10 +59,21 @@ def test_lineages_survive_arrow_and_pandas(tmp_path: Path) -> None:
     assert batch.schema == T.REPLICA_SCHEMA
     frame = pa.Table.from_batches([batch]).to_pandas()
     for (_, row), original in zip(frame.iterrows(), originals, strict=True):
-        rebuilt = T.lineage_from_row(row["topic"], row["partition"], row["broker"], row["replica"])
+        rebuilt = T.lineage_from_row(
+            row["topic"], row["partition"], row["broker"], row["replica"], row["batches"]
+        )
         assert rebuilt == original
         assert [type(e) for e in rebuilt.errors] == [type(e) for e in original.errors]
         assert judge_partition([rebuilt]).to_dict() == judge_partition([original]).to_dict()
+    flat = T.batch_table(
+        [("r", 1, lin.topic, lin.partition, True) for lin in originals],
+        list(frame["batches"]),
+    )
+    assert flat.schema == T.BATCHES_SCHEMA
+    assert flat.num_rows == sum(len(lin.batches) for lin in originals)
+    first = flat.slice(0, 1).to_pylist()[0]
+    lin = next(x for x in originals if x.batches)
+    assert {k: first[k] for k in lin.batches[0].to_row()} == lin.batches[0].to_row()
 
 
 def test_read_errors_keep_their_class_and_text() -> None:

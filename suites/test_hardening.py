@@ -1,0 +1,86 @@
+"""Interrupted runs leave nothing behind.
+
+A real `logfork run` is started 20 times and sent SIGINT at a random point each time: while
+images are checked, the cluster boots, a fault is in force, the checker reads, or teardown
+is under way. After each run nothing logfork created may remain: no container (running,
+paused or stopped), network, volume, iptables rule (they live in the containers' network
+namespaces) or process; and `logfork clean` is never called.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from fixtures import cleanup, engine
+
+RUNS = int(os.environ.get("LOGFORK_INTERRUPTS", "20"))
+SCENARIO = "kip-279-s1-equal"
+
+
+def _restore_sigint() -> None:
+    # A child of a non-interactive shell may start with SIGINT ignored; a user's Ctrl-C
+    # reaches logfork with the default handler, so that is what the child gets.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def leftovers(client, volumes_before: set[str], marker: str) -> list[str]:
+    found = []
+    flt = {"label": cleanup.LABEL}
+    found += [
+        f"container {c.name} ({c.status})" for c in client.containers.list(all=True, filters=flt)
+    ]
+    found += [f"network {n.name}" for n in client.networks.list(filters=flt)]
+    found += [f"volume {v.name}" for v in client.volumes.list() if v.name not in volumes_before]
+    procs = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+    found += [f"process {line}" for line in procs.splitlines() if "pgrep" not in line]
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_interrupted_runs_leave_nothing(kafka_target, tmp_path):
+    client = engine.client()
+    volumes_before = {v.name for v in client.volumes.list()}
+    rng = random.Random(int(os.environ.get("LOGFORK_SEED", "7")))
+    out = tmp_path / "runs"
+    codes = []
+    for i in range(RUNS):
+        point = rng.uniform(0.5, 45.0)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "suites.cli",
+                "run",
+                SCENARIO,
+                "--kafka-version",
+                kafka_target.kafka,
+                "--kafka-mode",
+                kafka_target.mode,
+                "--out",
+                str(out),
+            ],
+            preexec_fn=_restore_sigint,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            proc.wait(timeout=point)  # the random point; a run that finishes first is fine
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"run {i}: still running 180s after SIGINT at {point:.1f}s")
+        codes.append(proc.returncode)
+        assert "Traceback" not in err, f"run {i} (SIGINT at {point:.1f}s):\n{err[-2000:]}"
+        left = leftovers(client, volumes_before, str(out))
+        assert left == [], f"run {i} (SIGINT at {point:.1f}s, exit {proc.returncode}) left {left}"
+    # Most runs must really have been interrupted, not finished before the signal.
+    assert codes.count(130) >= RUNS // 2, codes
