@@ -114,6 +114,16 @@ class AuditResult:
         return _render(self)
 
 
+def _zookeeper_nodes(run_dir: Path) -> set[str]:
+    """Names of the run's ZooKeeper nodes, from cluster.json (absent: none known)."""
+    try:
+        nodes = json.loads((run_dir / "cluster.json").read_text()).get("nodes", {})
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {name for name, node in nodes.items()
+            if isinstance(node, dict) and node.get("role") == "zookeeper"}
+
+
 def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path], list[AuditError]]:
     """Broker log dirs named by the inputs (run directories expand to their nodes)."""
     out: list[Path] = []
@@ -122,8 +132,11 @@ def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path], list[AuditErr
         path = Path(raw)
         if (path / RUN_MARKER).is_file():
             nodes = path / "nodes"
+            # A ZooKeeper node's data dir holds ZooKeeper's files, not a broker log dir.
+            skip = _zookeeper_nodes(path)
             try:
-                found = sorted(n / "data" for n in nodes.iterdir() if (n / "data").is_dir())
+                found = sorted(n / "data" for n in nodes.iterdir()
+                               if (n / "data").is_dir() and n.name not in skip)
             except OSError as exc:
                 errors.append(
                     AuditError(

@@ -15,18 +15,13 @@ import warnings
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
-from faults.observe import PartitionState, partition_state, wait_state
+from faults.observe import PartitionState, assignment, partition_state, wait_state
 from faults.timeline import Timeline
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 
 PREFERRED_ZNODE = "/admin/preferred_replica_election"
-
-
-def assignment(cluster: Cluster, topic: str, partition: int = 0) -> list[int]:
-    """Replicas in assignment order; the first is the preferred leader."""
-    return list(cluster.partition_metadata(topic, partition).replicas)
 
 
 # Errors that say "ask again": the request reached a broker that is no longer (or not yet)

@@ -79,6 +79,20 @@ def partitions(cluster: Cluster) -> list[tuple[str, int]]:
     return sorted(tp for tp in metadata_log(cluster).partitions() if not tp[0].startswith("__"))
 
 
+def assignment(cluster: Cluster, topic: str, partition: int = 0) -> list[int]:
+    """The partition's replicas in assignment order (the first is the preferred leader),
+    from the source of truth."""
+    if cluster.mode == "zk":
+        data, _ = cluster.zk_client().get(f"/brokers/topics/{topic}")
+        return [int(b) for b in json.loads(data)["partitions"][str(partition)]]
+    from fixtures.kraft import metadata_log
+
+    event = metadata_log(cluster).current(topic, partition)
+    if event is None:
+        raise LookupError(f"{topic}-{partition} is not in the metadata log")
+    return list(event.replicas)
+
+
 def partition_state(cluster: Cluster, topic: str, partition: int = 0) -> PartitionState:
     if cluster.mode == "zk":
         data, stat = cluster.zk_client().get(state_path(topic, partition))

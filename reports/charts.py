@@ -338,29 +338,26 @@ def _short(text: str, limit: int = 34) -> str:
 
 
 def _events(ax: Any, marks: Sequence[dict], start: float, span: float) -> None:
-    """Numbered markers (the numbers of the timeline table). A label is written out when
-    there is room before the next marker on its line, else the number stands alone."""
-    last_end: dict[float, float] = {}
+    """Numbered markers (the numbers of the timeline table). A label is written out above
+    its marker when there is room before the next one on its line; else the number alone
+    goes below the marker, clear of the label it would cover."""
+    above: dict[float, float] = {}
+    below: dict[float, float] = {}
     for m in marks:
         marker, colour, y = KIND_STYLE[m["kind"]]
         x = m["wall"] - start
         ax.plot([x], [y], marker=marker, color=colour, ms=7, zorder=3, ls="none")
+        # Roughly the width of a 7 pt character in data units on an 11 in axis.
+        char = span * 0.0085
         label = f"{m['n']} {_short(m['short'], 24)}"
-        room = x >= last_end.get(y, -1e9)
-        text = label if room else str(m["n"])
-        _text(
-            ax,
-            x + span * 0.004,
-            y + 0.06,
-            text,
-            fontsize=7,
-            color=colour,
-            ha="left",
-            va="bottom",
-            zorder=4,
-        )
-        # Roughly the width of the text in data units (7 pt characters on an 11 in axis).
-        last_end[y] = max(last_end.get(y, -1e9), x + span * 0.0085 * (len(text) + 1))
+        if x >= above.get(y, -1e9):
+            text, ty, va, ends = label, y + 0.06, "bottom", above
+        elif x >= below.get(y, -1e9):
+            text, ty, va, ends = str(m["n"]), y - 0.07, "top", below
+        else:
+            continue  # the table still lists it, with its number
+        _text(ax, x + span * 0.004, ty, text, fontsize=7, color=colour, ha="left", va=va, zorder=4)
+        ends[y] = x + char * (len(text) + 1)
     ax.set_ylim(0.1, 1.3)
     ax.set_yticks([KIND_STYLE[k][2] for k in ("fault", "heal", "election")])
     ax.set_yticklabels(["faults", "heals", "elections"])

@@ -28,6 +28,12 @@ def _paragraph(text: str) -> None:
     )
 
 
+def error_reason(exc: BaseException) -> str:
+    """`Type: first line` of an error: Spark's carry whole JVM and worker stack traces."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0][:400] if lines else 'no message'}"
+
+
 def _master_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spark-master",
@@ -94,7 +100,7 @@ def run_report(args: argparse.Namespace) -> int:
         _paragraph(f"logfork report: {exc}")
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - end in a paragraph, never a traceback
-        _paragraph(f"logfork report could not complete: {type(exc).__name__}: {exc}")
+        _paragraph(f"logfork report could not complete: {error_reason(exc)}")
         return EXIT_BAD_INPUT
     for run, path in zip(result.runs, paths, strict=False):
         diverged = [p for p in run.partitions if p.status == "diverged"]
@@ -102,6 +108,16 @@ def run_report(args: argparse.Namespace) -> int:
         print(f"{run.key}: {where or 'no divergence'} -> {path}")
     print(f"index: {paths[-1]}")
     return EXIT_BAD_INPUT if problems else EXIT_OK
+
+
+def report_run(run_dir: Path, out: Path, master: str | None = None) -> Path:
+    """The report of one run, written into `out` (whose index.html gains the run)."""
+    from reports.pipeline import run_pipeline
+    from reports.render import write_reports
+    from reports.sources import run_source, unique_key
+
+    result = run_pipeline([run_source(run_dir, unique_key(run_dir.name, set()))], master=master)
+    return write_reports(result, out)[0]
 
 
 # --------------------------------------------------------------------------------------
@@ -149,7 +165,7 @@ def run_audit(args: argparse.Namespace) -> int:
         _paragraph(f"logfork audit: {exc}")
         return checkers_audit.EXIT_UNREADABLE
     except Exception as exc:  # noqa: BLE001 - end in a paragraph, never a traceback
-        _paragraph(f"logfork audit could not complete: {type(exc).__name__}: {exc}")
+        _paragraph(f"logfork audit could not complete: {error_reason(exc)}")
         return checkers_audit.EXIT_UNREADABLE
     json_path = getattr(args, "json", None)
     if json_path == "-":

@@ -430,7 +430,8 @@ def many_partitions(
     specs: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
     for n in range(partitions):
         tp = (f"topic{n // per_topic:03d}", n % per_topic)
-        specs[tp] = [(i * 10, i * 10 + 9, 1 + i // 5) for i in range(batches)]
+        # Three leader epochs over the log, as a few elections leave them.
+        specs[tp] = [(i * 10, i * 10 + 9, 1 + 3 * i // batches) for i in range(batches)]
     dirs = []
     for b in range(1, brokers + 1):
         parts: dict[tuple[str, int], PartitionSpec] = {}

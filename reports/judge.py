@@ -107,30 +107,74 @@ def report_data(
     }
 
 
+UNREAD = "unread"  # status of a partition only unreadable or duplicate log dirs hold
+
+
+def replica_summary(row: dict[str, Any]) -> dict[str, Any]:
+    """What the driver keeps of a replica: its keys and its `replica` struct, no batches."""
+    replica = row["replica"]
+    return {
+        "log_dir": int(row["log_dir"]),
+        "child": int(row["child"]),
+        "broker": int(row["broker"]),
+        "judged": bool(row["judged"]),
+        "metadata": bool(row["metadata"]),
+        "path": replica["path"],
+        "batches": int(replica["batch_count"]),
+        "log_start_offset": _plain(replica["log_start_offset"]),
+        "high_watermark": _plain(replica["high_watermark"]),
+        "log_end_offset": _plain(replica["log_end_offset"]),
+        "recovery_point": _plain(replica["recovery_point"]),
+        "torn_tail": _plain(replica["torn_tail"]),
+        "errors": _plain(replica["errors"]),
+        "topic_id": replica["topic_id"],
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Python values out of what pandas hands over (numpy arrays and scalars inside)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple) or hasattr(value, "tolist"):
+        items = value.tolist() if hasattr(value, "tolist") else value
+        return [_plain(v) for v in items] if isinstance(items, list) else items
+    return value
+
+
 def judge_partition_rows(
     config: JudgeConfig,
     run: str,
     topic: str,
     partition: int,
-    replicas: list[tuple[int, dict[str, Any], bytes | None]],
+    replicas: list[dict[str, Any]],
     sends: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """One verdict row from a partition's (broker, replica struct, packed batches) and
-    its acknowledged sends."""
+    """One row for a partition: its verdict from the judged replicas (dicts of the replica
+    row's fields), the loss of its acknowledged sends, and a summary of every replica."""
     protocol = Protocol(config.protocols.get(run, Protocol.KIP_279.value))
+    summaries = json.dumps([replica_summary(r) for r in replicas])
     lineages = [
-        lineage_from_row(topic, partition, broker, replica, batches)
-        for broker, replica, batches in replicas
+        lineage_from_row(topic, partition, r["broker"], r["replica"], r["batches"])
+        for r in replicas
+        if r["judged"]
     ]
+    base = {
+        "run": run,
+        "topic": topic,
+        "partition": partition,
+        "protocol": protocol.value,
+        "replicas_json": summaries,
+    }
     if not lineages:
+        if not sends:
+            return {**base, "status": UNREAD, "replicas": []}
         loss = check_acknowledged([], None, sends)
         return {
-            "run": run,
-            "topic": topic,
-            "partition": partition,
+            **base,
             "status": "absent",
             "replicas": [],
-            "protocol": protocol.value,
             "acked": loss["acked"] if loss else 0,
             "lost": loss["lost_count"] if loss else 0,
             "report_json": json.dumps({"loss": loss, "replicas": []}),
@@ -141,16 +185,13 @@ def judge_partition_rows(
     data = report_data(lineages, verdict, sends, brief=run in config.brief_runs)
     loss = data["loss"]
     return {
-        "run": run,
-        "topic": topic,
-        "partition": partition,
+        **base,
         "status": verdict.status,
         "diverged_at": verdict.diverged_at,
         "below_high_watermark": verdict.below_high_watermark,
         "high_watermark": verdict.high_watermark,
         "leader": verdict.leader,
         "replicas": verdict.replicas,
-        "protocol": protocol.value,
         "acked": None if loss is None else loss["acked"],
         "lost": None if loss is None else loss["lost_count"],
         "verdict_json": json.dumps(verdict.to_dict()),
@@ -161,23 +202,33 @@ def judge_partition_rows(
     }
 
 
+REPLICA_COLUMNS = (
+    "topic",
+    "partition",
+    "log_dir",
+    "child",
+    "broker",
+    "judged",
+    "metadata",
+    "replica",
+    "batches",
+)
+
+
 def judge_bucket(
     config: JudgeConfig, key: tuple[Any, ...], replicas: pd.DataFrame, sends: pd.DataFrame
 ) -> pd.DataFrame:
-    """Cogrouped applyInPandas function over (run, bucket): the judged replicas of some
-    partitions and their acknowledged sends. Each partition is judged on its own; grouping
-    several per call spares Spark and pandas a round trip per partition."""
+    """Cogrouped applyInPandas function over (run, bucket): the replicas of some partitions
+    and their acknowledged sends. Each partition is judged on its own; grouping several per
+    call spares Spark and pandas a round trip per partition."""
     run = str(key[0])
-    held: dict[tuple[str, int], list[tuple[int, dict[str, Any], bytes | None]]] = {}
-    for topic, partition, broker, replica, batches in zip(
-        replicas["topic"].tolist(),
-        replicas["partition"].tolist(),
-        replicas["broker"].tolist(),
-        replicas["replica"].tolist(),
-        replicas["batches"].tolist(),
-        strict=True,
-    ):
-        held.setdefault((str(topic), int(partition)), []).append((int(broker), replica, batches))
+    held: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    columns = [replicas[c].tolist() for c in REPLICA_COLUMNS] if len(replicas) else []
+    for values in zip(*columns, strict=True):
+        row = dict(zip(REPLICA_COLUMNS, values, strict=True))
+        held.setdefault((str(row["topic"]), int(row["partition"])), []).append(row)
+    for rows in held.values():
+        rows.sort(key=lambda r: (int(r["log_dir"]), int(r["child"])))
     sent: dict[tuple[str, int], list[dict[str, Any]]] = {}
     if len(sends):
         for row in sends.to_dict("records"):

@@ -1,11 +1,16 @@
 """The data pipeline behind reports and ``logfork audit --html``, on Spark.
 
     sources (driver: list dirs, read small files)
-      -> scan: partition dirs spread over Spark tasks, each read by `checkers` (mapInArrow)
+      -> scan: partition dirs spread over Spark tasks, each read by `checkers` (mapInArrow);
+         the tasks write the large tables (batches, lineage, epochs) themselves
       -> judge: replicas grouped by partition, cogrouped with acknowledged sends; each
          group rebuilds its `Lineage` objects and calls `judge_partition` (applyInPandas)
       -> tables: Parquet beside each run (`<run>/tables/<name>.parquet`) or where asked
       -> `RunResult` per source: what a report shows, and the `AuditResult` of an audit
+
+Scanning and judging are one Spark job with one shuffle: what crosses the JVM is compact
+(a replica's batches travel as one binary value), so the work is the Python tasks', which
+is what more cores speed up.
 
 Every collected result is sorted on its keys, so the answer does not depend on how many
 tasks or cores did the work (local[1] and local[2] give the same result).
@@ -35,16 +40,20 @@ from checkers.lineage import Lineage
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog
 from checkers.verdict import PartitionVerdict
 from reports import tables as T
-from reports.judge import DETAILED_UP_TO, JudgeConfig, judge_bucket
+from reports.judge import DETAILED_UP_TO, UNREAD, JudgeConfig, judge_bucket
 from reports.progress import SparkProgress
-from reports.scan import scan_replicas
+from reports.scan import (
+    BATCHES_TABLE,
+    EPOCHS_TABLE,
+    EXECUTOR_TABLES,
+    LINEAGE_TABLE,
+    decode_metadata,
+    scan_slices,
+)
 from reports.sources import ReplicaTask, RunSource
 from reports.spark import get_session, quiet_pandas_warning
 
 TABLES_DIR = "tables"
-# Tables the driver writes (small) and those Spark writes (as large as the logs).
-DRIVER_TABLES = ("runs", "lineage", "epochs", "errors", "states", "timeline", "verdicts")
-SPARK_TABLES = ("batches", "producer")
 
 
 @dataclass
@@ -61,9 +70,18 @@ class PartitionResult:
     protocol: str
     acked: int | None
     lost: int | None
-    verdict: dict[str, Any] | None  # PartitionVerdict.to_dict()
-    report: dict[str, Any]  # see reports.judge.report_data
+    verdict_json: str | None  # PartitionVerdict.to_dict(), as JSON
+    report_json: str  # see reports.judge.report_data
     verdict_object: PartitionVerdict | None = field(default=None, repr=False, compare=False)
+
+    # Decoded on first use: a run of thousands of partitions reports on a few.
+    @functools.cached_property
+    def verdict(self) -> dict[str, Any] | None:
+        return None if self.verdict_json is None else json.loads(self.verdict_json)
+
+    @functools.cached_property
+    def report(self) -> dict[str, Any]:
+        return json.loads(self.report_json or "{}")
 
 
 @dataclass
@@ -85,8 +103,6 @@ class ReplicaSummary:
     recovery_point: int | None
     torn_tail: dict[str, Any] | None
     errors: list[dict[str, Any]]
-    checkpointed: list[tuple[int, int]] | None
-    derived: list[tuple[int, int]]
     topic_id: str | None
 
 
@@ -135,7 +151,7 @@ class RunResult:
     def audit_result(self) -> AuditResult:
         """The `AuditResult` that `checkers.audit.audit` returns for the same inputs (the
         pipeline must have run with `verdict_objects=True`)."""
-        if any(p.verdict is not None and p.verdict_object is None for p in self.partitions):
+        if any(p.verdict_json is not None and p.verdict_object is None for p in self.partitions):
             raise ValueError("audit_result needs run_pipeline(..., verdict_objects=True)")
         result = AuditResult()
         result.errors = self.errors()
@@ -161,8 +177,6 @@ def _light_lineage(r: ReplicaSummary) -> Lineage:
         r.partition,
         r.broker,
         [],
-        derived_epoch_starts=list(r.derived),
-        checkpointed_epoch_starts=r.checkpointed,
         log_start_offset=r.log_start_offset,
         high_watermark=r.high_watermark,
         log_end_offset=r.log_end_offset,
@@ -205,17 +219,16 @@ def run_pipeline(
     started = time.monotonic()
     results = {s.key: RunResult(s) for s in sources}
     tasks = [t for s in sources for t in s.tasks]
+    destinations = _destinations(sources, tables_dir) if write_tables else {}
+    for dest in destinations.values():
+        for name in EXECUTOR_TABLES:
+            _fresh(dest / name)
 
     mark = time.monotonic()
-    replicas = _scan(spark, tasks)
-    with SparkProgress(spark, f"reading {len(tasks)} replica(s) of {len(sources)} run(s)"):
-        summaries = _collect_summaries(replicas)
-    for key, items in summaries.items():
-        results[key].replicas = items
-    timings["scan"] = time.monotonic() - mark
+    _metadata(spark, sources, results)
+    timings["metadata"] = time.monotonic() - mark
 
     mark = time.monotonic()
-    _metadata(replicas, sources, results)
     config = _judge_config(sources, results, verdict_objects)
     sends = _producer_frame(spark, sources)
     acked = (
@@ -224,19 +237,27 @@ def run_pipeline(
         else None
     )
     parallelism = max(1, spark.sparkContext.defaultParallelism)
-    assignment = buckets(results, parallelism)
-    # Every bucket its own task: Spark's adaptive coalescing would fold a small shuffle into
-    # one task, which is all of the judging on one core.
+    assignment, partitions = buckets(spark, tasks, parallelism)
+    # The buckets land on distinct shuffle partitions (see `buckets`); Spark's adaptive
+    # execution must not fold them back into fewer tasks.
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
-    spark.conf.set(
-        "spark.sql.shuffle.partitions", str(max(1, min(len(assignment) or 1, parallelism * 4)))
-    )
-    verdicts = _judge(spark, replicas, acked, config, assignment)
-    with SparkProgress(spark, f"judging {len(assignment)} partition(s)"):
-        rows = _rows(verdicts)
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    scanned, shared = _scan(spark, tasks, assignment, destinations)
+    verdicts = _judge(spark, scanned, acked, config, assignment)
+    label = f"reading and judging {len(tasks)} replica(s) of {len(sources)} run(s)"
+    try:
+        with SparkProgress(spark, label):
+            rows = _rows(verdicts)
+    finally:
+        shared.destroy()
     for row in sorted(rows, key=lambda r: (r["run"], r["topic"], r["partition"])):
-        results[row["run"]].partitions.append(_partition_result(row))
-    timings["judge"] = time.monotonic() - mark
+        result = results[row["run"]]
+        result.replicas.extend(_summaries(row))
+        if row["status"] != UNREAD:
+            result.partitions.append(_partition_result(row))
+    for result in results.values():
+        result.replicas.sort(key=lambda r: (r.log_dir, r.child))
+    timings["scan+judge"] = time.monotonic() - mark
 
     mark = time.monotonic()
     if sends is not None:
@@ -246,22 +267,20 @@ def run_pipeline(
         results[source.key].states = _states(source, results[source.key])
     timings["producer"] = time.monotonic() - mark
 
-    if write_tables:
+    if destinations:
         mark = time.monotonic()
-        destinations = _destinations(sources, tables_dir)
         with SparkProgress(spark, "writing tables"):
-            _write_tables(spark, replicas, sends, results, destinations)
+            _write_tables(spark, sends, results, destinations)
         for key, dest in destinations.items():
             results[key].tables_dir = dest
         timings["tables"] = time.monotonic() - mark
-    replicas.unpersist()
     timings["total"] = time.monotonic() - started
     master_name = spark.sparkContext.master
     return PipelineResult([results[s.key] for s in sources], master_name, timings)
 
 
 # --------------------------------------------------------------------------------------
-# Scan
+# Scan and judge
 
 
 def _rows(frame: Any) -> list[dict[str, Any]]:
@@ -269,97 +288,85 @@ def _rows(frame: Any) -> list[dict[str, Any]]:
     return frame.toArrow().to_pylist()
 
 
-def _interleave(tasks: Sequence[ReplicaTask], slices: int) -> list[ReplicaTask]:
-    # parallelize() cuts contiguous slices; dealing the tasks round-robin first spreads
-    # each topic's partitions (often alike in size) over every slice.
-    return [t for i in range(slices) for t in tasks[i::slices]]
-
-
-def _scan(spark: Any, tasks: Sequence[ReplicaTask]) -> Any:
-    from pyspark import StorageLevel
+def _task_frame(spark: Any, rows: Sequence[tuple[Any, ...]], schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    task_schema = from_arrow_schema(T.TASK_SCHEMA)
-    names = T.TASK_SCHEMA.names
-    rows = [tuple(getattr(t, n) for n in names) for t in tasks]
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     slices = max(1, min(len(rows), parallelism * 3))
-    rows = _interleave(rows, slices) if rows else rows
-    rdd = spark.sparkContext.parallelize(rows, slices)
-    frame = spark.createDataFrame(rdd, task_schema)
-    scanned = frame.mapInArrow(scan_replicas, from_arrow_schema(T.REPLICA_SCHEMA))
-    return scanned.persist(StorageLevel.MEMORY_AND_DISK)
+    rdd = spark.sparkContext.parallelize(list(rows), slices)
+    return spark.createDataFrame(rdd, from_arrow_schema(schema))
 
 
-def _collect_summaries(replicas: Any) -> dict[str, list[ReplicaSummary]]:
-    from pyspark.sql import functions as F
+def _scan(
+    spark: Any,
+    tasks: Sequence[ReplicaTask],
+    assignment: dict[tuple[str, str, int], int],
+    destinations: dict[str, Path],
+) -> tuple[Any, Any]:
+    """Replica rows from Spark tasks, each reading a slice of the partition dirs, and the
+    broadcast that carries the slices (Spark itself only hands out slice numbers)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    r = "replica."
-    rows = replicas.select(
-        "run",
-        "log_dir",
-        "child",
-        "broker",
-        "topic",
-        "partition",
-        "judged",
-        "metadata",
-        F.col(r + "path").alias("path"),
-        F.col(r + "batch_count").alias("batches"),
-        F.col(r + "log_start_offset").alias("log_start_offset"),
-        F.col(r + "high_watermark").alias("high_watermark"),
-        F.col(r + "log_end_offset").alias("log_end_offset"),
-        F.col(r + "recovery_point").alias("recovery_point"),
-        F.col(r + "torn_tail").alias("torn_tail"),
-        F.col(r + "errors").alias("errors"),
-        F.col(r + "checkpointed").alias("checkpointed"),
-        F.col(r + "derived").alias("derived"),
-        F.col(r + "topic_id").alias("topic_id"),
+    tables = {run: str(dest) for run, dest in destinations.items()}
+    rows = [
+        {
+            "run": t.run,
+            "log_dir": t.log_dir,
+            "child": t.child,
+            "broker": t.broker,
+            "topic": t.topic,
+            "partition": t.partition,
+            "judged": t.judged,
+            "metadata": t.metadata,
+            "bucket": assignment[(t.run, t.topic, t.partition)],
+            "path": t.path,
+            "high_watermark": t.high_watermark,
+            "log_start_checkpoint": t.log_start_checkpoint,
+            "recovery_point": t.recovery_point,
+            "tables": tables.get(t.run),
+        }
+        for t in tasks
+    ]
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    count = max(1, min(len(rows), parallelism * 3))
+    # Dealt round-robin: each slice gets its share of every topic (often alike in size).
+    slices = [rows[i::count] for i in range(count)]
+    shared = spark.sparkContext.broadcast(slices)
+    numbers = spark.range(0, count, 1, numPartitions=count)
+    frame = numbers.mapInArrow(
+        functools.partial(scan_slices, shared), from_arrow_schema(T.REPLICA_SCHEMA)
     )
-    rows = _rows(rows)
-    out: dict[str, list[ReplicaSummary]] = defaultdict(list)
-    for row in sorted(rows, key=lambda x: (x["run"], x["log_dir"], x["child"])):
-        checkpointed = row["checkpointed"]
-        out[row["run"]].append(
-            ReplicaSummary(
-                log_dir=row["log_dir"],
-                child=row["child"],
-                broker=row["broker"],
-                topic=row["topic"],
-                partition=row["partition"],
-                judged=row["judged"],
-                metadata=row["metadata"],
-                path=row["path"],
-                batches=row["batches"],
-                log_start_offset=row["log_start_offset"],
-                high_watermark=row["high_watermark"],
-                log_end_offset=row["log_end_offset"],
-                recovery_point=row["recovery_point"],
-                torn_tail=row["torn_tail"],
-                errors=list(row["errors"] or []),
-                checkpointed=None
-                if checkpointed is None
-                else [(e["epoch"], e["start_offset"]) for e in checkpointed],
-                derived=[(e["epoch"], e["start_offset"]) for e in row["derived"] or []],
-                topic_id=row["topic_id"],
-            )
-        )
-    return out
+    return frame, shared
 
 
-def _metadata(replicas: Any, sources: Sequence[RunSource], results: dict[str, RunResult]) -> None:
-    """Decoded KRaft metadata logs, and per run the longest one (as the audit picks it)."""
-    if not any(t.metadata for s in sources for t in s.tasks):
+def _summaries(row: dict[str, Any]) -> list[ReplicaSummary]:
+    return [
+        ReplicaSummary(**item, topic=row["topic"], partition=row["partition"])
+        for item in json.loads(row["replicas_json"] or "[]")
+    ]
+
+
+def _metadata(spark: Any, sources: Sequence[RunSource], results: dict[str, RunResult]) -> None:
+    """KRaft metadata logs, decoded by Spark tasks before the judging (which needs the
+    leaders they name); per run the longest one counts, as in the audit."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    wanted = [
+        (t.run, t.log_dir, t.path)
+        for s in sources
+        for t in s.tasks
+        if t.metadata
+        and s.log_dirs[t.log_dir].readable
+        and s.log_dirs[t.log_dir].broker_id is not None
+    ]
+    if not wanted:
         return
-    rows = replicas.filter("metadata AND metadata_log IS NOT NULL").select(
-        "run", "log_dir", "metadata_log", "judged"
-    )
-    for row in sorted(_rows(rows), key=lambda x: (x["run"], x["log_dir"])):
+    frame = _task_frame(spark, wanted, T.METADATA_TASK_SCHEMA)
+    decoded = frame.mapInArrow(decode_metadata, from_arrow_schema(T.METADATA_SCHEMA))
+    with SparkProgress(spark, f"decoding {len(wanted)} metadata log(s)"):
+        rows = _rows(decoded)
+    for row in sorted(rows, key=lambda x: (x["run"], x["log_dir"])):
         result = results[row["run"]]
-        source = result.source
-        log_dir = source.log_dirs[row["log_dir"]]
-        if not log_dir.readable or log_dir.broker_id is None:
-            continue
         log = T.metadata_log_from_json(row["metadata_log"])
         result.metadata_logs[row["log_dir"]] = log
         if result.metadata is None or log.end_offset > result.metadata.end_offset:
@@ -423,37 +430,91 @@ def _producer_frame(spark: Any, sources: Sequence[RunSource]) -> Any:
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
-# A bucket of partitions is judged in one call: at most this many batches, so that a
-# worker holds a bounded amount at a time (a larger partition gets a bucket of its own).
-BUCKET_BATCHES = 100_000
-BUCKETS_PER_CORE = 8
+# A bucket of partitions is judged in one pandas call: at most about this many bytes of
+# segments, so that a worker holds a bounded amount at a time (a larger partition gets a
+# bucket of its own). Below that, one bucket per core: every group and every task costs
+# Spark and pandas a round trip, and fewer of them is faster.
+BUCKET_BYTES = 128 * 1024 * 1024
 
 
-def buckets(results: dict[str, RunResult], parallelism: int) -> dict[tuple[str, str, int], int]:
-    """(run, topic, partition) -> bucket, balanced by batch count (largest first into the
-    lightest bucket), the same whatever the order of the input."""
+def buckets(
+    spark: Any, tasks: Sequence[ReplicaTask], cores: int
+) -> tuple[dict[tuple[str, str, int], int], int]:
+    """(run, topic, partition) -> bucket, and the number of shuffle partitions to judge in.
+
+    Partitions are packed into buckets by size (largest first into the lightest bucket of
+    their run); bucket numbers are chosen so that Spark's hash partitioning of the group key
+    (run, bucket) sends the buckets to distinct shuffle partitions in turn, so that no core
+    gets two buckets while another gets none."""
     sizes: dict[tuple[str, str, int], int] = defaultdict(int)
-    for key, result in results.items():
-        for r in result.replicas:
-            if r.judged:
-                sizes[(key, r.topic, r.partition)] += r.batches + 1
+    for t in tasks:
+        sizes[(t.run, t.topic, t.partition)] += t.size + 1
     if not sizes:
-        return {}
+        return {}, 1
+    per_run: dict[str, list[tuple[tuple[str, str, int], int]]] = defaultdict(list)
+    for key, size in sizes.items():
+        per_run[key[0]].append((key, size))
     total = sum(sizes.values())
-    count = max(parallelism * BUCKETS_PER_CORE, -(-total // BUCKET_BATCHES))
-    count = max(1, min(len(sizes), count))
-    load = [0] * count
-    out = {}
-    for tp, size in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
-        lightest = min(range(count), key=lambda i: (load[i], i))
-        load[lightest] += size
-        out[tp] = lightest
-    return out
+    count = max(cores, -(-total // BUCKET_BYTES))
+    runs = sorted(per_run)
+    # Each run gets buckets in proportion to its bytes, at least one.
+    shares = {
+        run: max(1, min(len(per_run[run]), round(count * sum(s for _, s in per_run[run]) / total)))
+        for run in runs
+    }
+    partitions = max(1, min(cores, sum(shares.values())))
+    wanted = []
+    target = 0
+    for run in runs:
+        for _ in range(shares[run]):
+            wanted.append((run, target % partitions))
+            target += 1
+    ids = _bucket_ids(spark, wanted, partitions)
+    out: dict[tuple[str, str, int], int] = {}
+    for run in runs:
+        mine = ids[run]
+        load = [0] * len(mine)
+        for key, size in sorted(per_run[run], key=lambda kv: (-kv[1], kv[0])):
+            lightest = min(range(len(mine)), key=lambda i: (load[i], i))
+            load[lightest] += size
+            out[key] = mine[lightest]
+    return out, partitions
+
+
+def _bucket_ids(
+    spark: Any, wanted: Sequence[tuple[str, int]], partitions: int
+) -> dict[str, list[int]]:
+    """For each (run, shuffle partition) wanted, a bucket number that Spark's shuffle sends
+    there: `pmod(hash(run, bucket), partitions)` is exactly its hash partitioning."""
+    from pyspark.sql import functions as F
+
+    runs = sorted({run for run, _ in wanted})
+    probe = max(64, partitions * 32)
+    table = pa.table(
+        {
+            "run": pa.array([r for r in runs for _ in range(probe)], pa.string()),
+            "bucket": pa.array([i for _ in runs for i in range(probe)], pa.int32()),
+        }
+    )
+    frame = spark.createDataFrame(table).select(
+        "run", "bucket", F.pmod(F.hash("run", "bucket"), F.lit(partitions)).alias("target")
+    )
+    free: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for row in _rows(frame):
+        free[(row["run"], row["target"])].append(row["bucket"])
+    taken: dict[str, list[int]] = defaultdict(list)
+    for run, target in wanted:
+        choices = sorted(free[(run, target)])
+        pick = next((b for b in choices if b not in taken[run]), None)
+        if pick is None:  # no number lands there: any unused one will do
+            pick = next(b for b in range(probe * 2) if b not in taken[run])
+        taken[run].append(pick)
+    return dict(taken)
 
 
 def _judge(
     spark: Any,
-    replicas: Any,
+    scanned: Any,
     acked: Any,
     config: JudgeConfig,
     assignment: dict[tuple[str, str, int], int],
@@ -463,7 +524,25 @@ def _judge(
     from pyspark.sql.types import StructType
 
     keys = ["run", "topic", "partition"]
-    bucket_schema = StructType.fromDDL("run string, topic string, partition int, bucket int")
+    left = scanned.select(
+        "run",
+        "bucket",
+        "topic",
+        "partition",
+        "log_dir",
+        "child",
+        "broker",
+        "judged",
+        "metadata",
+        "replica",
+        "batches",
+    ).groupBy("run", "bucket")
+    if acked is None:
+        schema = StructType.fromDDL(
+            "run string, topic string, partition int, offset long, key string, value string, "
+            "acks string, acked double"
+        )
+        acked = spark.createDataFrame([], schema)
     ordered = sorted(assignment.items())
     table = pa.table(
         {
@@ -473,19 +552,8 @@ def _judge(
             "bucket": pa.array([b for _, b in ordered], pa.int32()),
         }
     )
+    bucket_schema = StructType.fromDDL("run string, topic string, partition int, bucket int")
     bucket_frame = F.broadcast(spark.createDataFrame(table, bucket_schema))
-    left = (
-        replicas.filter("judged")
-        .join(bucket_frame, keys)
-        .select("run", "bucket", "topic", "partition", "broker", "replica", "batches")
-        .groupBy("run", "bucket")
-    )
-    if acked is None:
-        schema = StructType.fromDDL(
-            "run string, topic string, partition int, offset long, key string, value string, "
-            "acks string, acked double"
-        )
-        acked = spark.createDataFrame([], schema)
     # Sends to partitions no replica holds go to bucket -1, judged as "absent".
     right = (
         acked.join(bucket_frame, keys, "left")
@@ -513,8 +581,8 @@ def _partition_result(row: Any) -> PartitionResult:
         protocol=row["protocol"],
         acked=row["acked"],
         lost=row["lost"],
-        verdict=None if row["verdict_json"] is None else json.loads(row["verdict_json"]),
-        report=json.loads(row["report_json"] or "{}"),
+        verdict_json=row["verdict_json"],
+        report_json=row["report_json"] or "{}",
         verdict_object=None if blob is None else pickle.loads(bytes(blob)),
     )
 
@@ -656,19 +724,21 @@ def _destinations(sources: Sequence[RunSource], tables_dir: Path | None) -> dict
 
 
 def _write_tables(
-    spark: Any,
-    replicas: Any,
-    sends: Any,
-    results: dict[str, RunResult],
-    destinations: dict[str, Path],
+    spark: Any, sends: Any, results: dict[str, RunResult], destinations: dict[str, Path]
 ) -> None:
-    if not destinations:
-        return
+    """The driver's small tables; the batches table the scan tasks wrote (a run without a
+    batch gets an empty one); the producer history through Spark."""
     for key, dest in destinations.items():
         dest.mkdir(parents=True, exist_ok=True)
         for name, table in _driver_tables(results[key]).items():
             _write_arrow(dest / f"{name}.parquet", table)
-    _write_spark(spark, "batches", _batches_frame(replicas), destinations)
+        for name, schema in (
+            (BATCHES_TABLE, T.BATCHES_SCHEMA),
+            (LINEAGE_TABLE, T.LINEAGE_TABLE_SCHEMA),
+            (EPOCHS_TABLE, T.EPOCHS_SCHEMA),
+        ):
+            if not any((dest / name).glob("*.parquet")):
+                _write_arrow(dest / name, schema.empty_table())
     if sends is not None:
         _write_spark(spark, "producer", sends, destinations)
     else:
@@ -677,20 +747,16 @@ def _write_tables(
             _write_arrow(dest / "producer.parquet", empty)
 
 
+def _fresh(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+
+
 def _write_arrow(path: Path, table: pa.Table) -> None:
     """One Parquet dataset folder, like those Spark writes: `<name>.parquet/part-0.parquet`."""
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
+    _fresh(path)
     pq.write_table(table, path / "part-00000.parquet")
-
-
-def _batches_frame(replicas: Any) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return replicas.select("run", "broker", "topic", "partition", "judged", "batches").mapInArrow(
-        T.explode_batches, from_arrow_schema(T.BATCHES_SCHEMA)
-    )
 
 
 def _write_spark(spark: Any, name: str, frame: Any, destinations: dict[str, Path]) -> None:
@@ -706,7 +772,7 @@ def _write_spark(spark: Any, name: str, frame: Any, destinations: dict[str, Path
             frame.filter(F.col("run").isin(wanted))
             .withColumn("run_partition", F.col("run"))
             .sortWithinPartitions(
-                "run", *[c for c in ("topic", "partition", "broker", "seq") if c in frame.columns]
+                "run", *[c for c in ("topic", "partition", "offset") if c in frame.columns]
             )
             .write.mode("overwrite")
             .partitionBy("run_partition")
@@ -766,90 +832,9 @@ def _driver_tables(result: RunResult) -> dict[str, pa.Table]:
         ],
         schema=T.RUNS_SCHEMA,
     )
-    lineage_rows, epoch_rows, error_rows = [], [], []
-    for r in result.replicas:
-        lineage_rows.append(
-            {
-                "run": key,
-                "log_dir": source.log_dirs[r.log_dir].path,
-                "broker": r.broker,
-                "topic": r.topic,
-                "partition": r.partition,
-                "judged": r.judged,
-                "path": r.path,
-                "topic_id": r.topic_id,
-                "batches": r.batches,
-                "log_start_offset": r.log_start_offset,
-                "high_watermark": r.high_watermark,
-                "log_end_offset": r.log_end_offset,
-                "recovery_point": r.recovery_point,
-                "torn_tail": None if r.torn_tail is None else json.dumps(r.torn_tail),
-                "errors": len(r.errors),
-            }
-        )
-        for origin, entries in (("checkpoint", r.checkpointed or []), ("batches", r.derived)):
-            for epoch, start in entries:
-                epoch_rows.append(
-                    {
-                        "run": key,
-                        "broker": r.broker,
-                        "topic": r.topic,
-                        "partition": r.partition,
-                        "source": origin,
-                        "epoch": epoch,
-                        "start_offset": start,
-                    }
-                )
-    for e in result.errors():
-        error_rows.append({"run": key, "broker": e.broker_id, **e.error.to_dict()})
-    lineage = pa.Table.from_pylist(
-        lineage_rows,
-        schema=pa.schema(
-            [
-                ("run", pa.string()),
-                ("log_dir", pa.string()),
-                ("broker", pa.int32()),
-                ("topic", pa.string()),
-                ("partition", pa.int32()),
-                ("judged", pa.bool_()),
-                ("path", pa.string()),
-                ("topic_id", pa.string()),
-                ("batches", pa.int64()),
-                ("log_start_offset", pa.int64()),
-                ("high_watermark", pa.int64()),
-                ("log_end_offset", pa.int64()),
-                ("recovery_point", pa.int64()),
-                ("torn_tail", pa.string()),
-                ("errors", pa.int32()),
-            ]
-        ),
-    )
-    epochs = pa.Table.from_pylist(
-        epoch_rows,
-        schema=pa.schema(
-            [
-                ("run", pa.string()),
-                ("broker", pa.int32()),
-                ("topic", pa.string()),
-                ("partition", pa.int32()),
-                ("source", pa.string()),
-                ("epoch", pa.int32()),
-                ("start_offset", pa.int64()),
-            ]
-        ),
-    )
     errors = pa.Table.from_pylist(
-        error_rows,
-        schema=pa.schema(
-            [
-                ("run", pa.string()),
-                ("broker", pa.int32()),
-                ("kind", pa.string()),
-                ("path", pa.string()),
-                ("offset", pa.int64()),
-                ("reason", pa.string()),
-            ]
-        ),
+        [{"run": key, "broker": e.broker_id, **e.error.to_dict()} for e in result.errors()],
+        schema=T.ERRORS_SCHEMA,
     )
     timeline = pa.Table.from_pylist(
         [_timeline_row(key, i, e) for i, e in enumerate(art.timeline)], schema=T.TIMELINE_SCHEMA
@@ -873,8 +858,8 @@ def _driver_tables(result: RunResult) -> dict[str, pa.Table]:
                 "protocol": p.protocol,
                 "acked": p.acked,
                 "lost": p.lost,
-                "verdict_json": None if p.verdict is None else json.dumps(p.verdict),
-                "report_json": json.dumps(p.report),
+                "verdict_json": p.verdict_json,
+                "report_json": p.report_json,
             }
             for p in result.partitions
         ],
@@ -882,8 +867,6 @@ def _driver_tables(result: RunResult) -> dict[str, pa.Table]:
     )
     return {
         "runs": runs,
-        "lineage": lineage,
-        "epochs": epochs,
         "errors": errors,
         "states": states,
         "timeline": timeline,

@@ -95,9 +95,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             run_dirs, Path(out), config.getoption("logfork_spark_master")
         )
     except Exception as exc:  # noqa: BLE001 - reported as one paragraph, the session fails
+        from reports.cli import error_reason
+
         config.stash[_OUTCOME] = (
             "error",
-            f"logfork reports could not be written to {out}: {type(exc).__name__}: {exc}",
+            f"logfork reports could not be written to {out}: {error_reason(exc)}",
         )
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -11,7 +11,9 @@ errors, same order) so that an audit through Spark answers exactly as `checkers.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -56,6 +58,7 @@ class ReplicaTask:
     recovery_point: int | None
     metadata: bool  # a KRaft metadata log: also decoded
     judged: bool  # False: an unreadable log dir or a second copy; read but not judged
+    size: int = 0  # bytes of its .log segments: how the judging is spread
 
 
 @dataclass
@@ -250,6 +253,7 @@ def list_inputs(source: RunSource, dirs: Sequence[Path]) -> None:
                 recovery_point=offsets.get(RECOVERY_POINT_CHECKPOINT, {}).get(tp),
                 metadata=tp[0] in METADATA_TOPICS,
                 judged=judged,
+                size=segment_bytes(str(child)),
             )
         if judged:
             for tp in sorted(tasks):
@@ -319,28 +323,44 @@ def _list_log_dir(
     ):
         offsets[name] = _optional(root / name, read_offset_checkpoint, log_dir.errors) or {}
     try:
-        entries = sorted(root.iterdir())
+        with os.scandir(root) as listing:
+            entries = sorted((e.name, e.is_dir()) for e in listing)
     except OSError as exc:
         log_dir.readable = False
         log_dir.errors.append(UnreadableFile(str(root), None, f"cannot list directory: {exc}"))
         return log_dir, children, quorum, offsets
-    for child in entries:
-        if not child.is_dir():
+    for name, is_dir in entries:
+        if not is_dir:
             continue
-        if SIDELINED_DIR_RE.match(child.name):
-            log_dir.sidelined.append(child.name)
+        if SIDELINED_DIR_RE.match(name):
+            log_dir.sidelined.append(name)
             continue
-        match = PARTITION_DIR_RE.match(child.name)
+        match = PARTITION_DIR_RE.match(name)
         if not match:
             continue
         tp = (match.group("topic"), int(match.group("partition")))
         if topic is not None and tp[0] != topic:
             continue
+        child = Path(os.path.join(root, name))
         children.append((child, tp))
         if tp[0] in METADATA_TOPICS:
             quorum = _optional(child / QUORUM_STATE, read_quorum_state, log_dir.errors)
             log_dir.quorum_state = quorum
     return log_dir, children, quorum, offsets
+
+
+def segment_bytes(partition_dir: str) -> int:
+    """Bytes of a partition dir's segment files (a directory listing, no file is opened)."""
+    total = 0
+    try:
+        with os.scandir(partition_dir) as listing:
+            for entry in listing:
+                if entry.name.endswith(".log"):
+                    with contextlib.suppress(OSError):
+                        total += entry.stat().st_size
+    except OSError:
+        return 0
+    return total
 
 
 def _optional(path: Path, reader: Callable[[Path], Any], errors: list[LogReadError]) -> Any:

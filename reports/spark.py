@@ -6,7 +6,9 @@ holds one SparkContext at a time, and the local[1]/local[2] comparison needs bot
 
 Spark's own console progress bar is off (it rewrites one line with carriage returns, which
 CI logs keep as noise); `reports.progress` prints logfork-style progress instead. The JVM
-logs at ERROR only, through a log4j2 configuration written at start.
+logs nothing short of FATAL (a failed task's error reaches Python, which says it in one
+paragraph), through a log4j2 configuration written at start. `$LOGFORK_SPARK_JAVA_OPTS`
+adds JVM options.
 """
 
 from __future__ import annotations
@@ -79,10 +81,6 @@ def local_cores(master: str) -> int | None:
     return None
 
 
-def current_master() -> str | None:
-    return _master if _session is not None else None
-
-
 def get_session(master: str | None = None) -> SparkSession:
     """The running session, or a new one. A different `master` replaces the running one."""
     global _session, _master
@@ -150,6 +148,12 @@ def _start(master: str) -> SparkSession:
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j} -Dlog4j.configurationFile=file:{log4j}"
     cores = local_cores(master)
     if cores is not None:
+        # In local mode the one JVM is driver and executor, and its own work is glue between
+        # Python tasks: a serial collector and the client compiler halve the CPU it burns,
+        # which on a small machine is CPU the Python tasks get.
+        java_opts += " -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    java_opts = " ".join([java_opts, os.environ.get("LOGFORK_SPARK_JAVA_OPTS", "")]).strip()
+    if cores is not None:
         # A local master needs no network: bind to loopback, and no warning about which
         # interface the host name resolves to.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -184,7 +188,7 @@ def _start(master: str) -> SparkSession:
             "for a cluster, check the --spark-master URL and that logfork is installed on "
             "its workers."
         ) from None
-    session.sparkContext.setLogLevel("ERROR")
+    session.sparkContext.setLogLevel("FATAL")
     return session
 
 
@@ -245,4 +249,11 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
-atexit.register(stop_session)
+def _stop_at_exit() -> None:
+    # At interpreter exit py4j may already be half torn down; a JVM left behind exits on
+    # its own when its stdin closes with this process.
+    with contextlib.suppress(Exception):
+        stop_session()
+
+
+atexit.register(_stop_at_exit)

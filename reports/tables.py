@@ -14,7 +14,8 @@ import dataclasses
 import json
 import operator
 import pickle
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import PurePath
 from typing import Any
 
 import pyarrow as pa
@@ -45,7 +46,6 @@ BATCH_TYPES: dict[str, pa.DataType] = {
 }
 assert tuple(BATCH_TYPES) == BATCH_FIELDS, "batch columns must follow checkers.records.Batch"
 
-BATCH_STRUCT = pa.struct([(name, BATCH_TYPES[name]) for name in BATCH_FIELDS])
 EPOCH_STRUCT = pa.struct([("epoch", pa.int32()), ("start_offset", pa.int64())])
 ERROR_STRUCT = pa.struct(
     [("kind", pa.string()), ("path", pa.string()), ("offset", pa.int64()), ("reason", pa.string())]
@@ -72,10 +72,12 @@ KEY_FIELDS = [
 TASK_SCHEMA = pa.schema(
     [
         *KEY_FIELDS,
+        ("bucket", pa.int32()),  # the group the judge sees this replica in
         ("path", pa.string()),
         ("high_watermark", pa.int64()),
         ("log_start_checkpoint", pa.int64()),
         ("recovery_point", pa.int64()),
+        ("tables", pa.string()),  # where the run's tables go; null: none written
     ]
 )
 
@@ -100,10 +102,16 @@ LINEAGE_STRUCT = pa.struct(
 REPLICA_SCHEMA = pa.schema(
     [
         *KEY_FIELDS,
+        ("bucket", pa.int32()),
         ("replica", LINEAGE_STRUCT),
         ("batches", pa.binary()),  # pickled list of batch row tuples
-        ("metadata_log", pa.string()),
     ]
+)
+METADATA_TASK_SCHEMA = pa.schema(
+    [("run", pa.string()), ("log_dir", pa.int32()), ("path", pa.string())]
+)
+METADATA_SCHEMA = pa.schema(
+    [("run", pa.string()), ("log_dir", pa.int32()), ("metadata_log", pa.string())]
 )
 BATCHES_SCHEMA = pa.schema(
     [
@@ -147,7 +155,51 @@ VERDICT_SCHEMA = pa.schema(
         ("lost", pa.int64()),
         ("verdict_json", pa.string()),
         ("report_json", pa.string()),
+        ("replicas_json", pa.string()),  # every replica read, judged or not
         ("verdict_pickle", pa.binary()),
+    ]
+)
+
+LINEAGE_TABLE_SCHEMA = pa.schema(
+    [
+        ("run", pa.string()),
+        ("log_dir", pa.string()),
+        ("broker", pa.int32()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("judged", pa.bool_()),
+        ("path", pa.string()),
+        ("topic_id", pa.string()),
+        ("batches", pa.int64()),
+        ("log_start_offset", pa.int64()),
+        ("high_watermark", pa.int64()),
+        ("log_end_offset", pa.int64()),
+        ("recovery_point", pa.int64()),
+        ("torn_tail", pa.string()),
+        ("errors", pa.int32()),
+    ]
+)
+
+EPOCHS_SCHEMA = pa.schema(
+    [
+        ("run", pa.string()),
+        ("broker", pa.int32()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("source", pa.string()),  # "checkpoint" (leader-epoch-checkpoint) or "batches"
+        ("epoch", pa.int32()),
+        ("start_offset", pa.int64()),
+    ]
+)
+
+ERRORS_SCHEMA = pa.schema(
+    [
+        ("run", pa.string()),
+        ("broker", pa.int32()),
+        ("kind", pa.string()),
+        ("path", pa.string()),
+        ("offset", pa.int64()),
+        ("reason", pa.string()),
     ]
 )
 
@@ -278,14 +330,15 @@ def lineage_value(lineage: Lineage) -> dict[str, Any]:
     }
 
 
-def replica_batch(rows: Sequence[dict[str, Any]], lineages: Sequence[Lineage]) -> pa.RecordBatch:
-    """A `REPLICA_SCHEMA` record batch: `rows` hold the key fields and `metadata_log`,
-    `lineages` the replicas."""
-    values = [lineage_value(lin) for lin in lineages]
+def replica_batch(
+    rows: Sequence[dict[str, Any]], lineages: Sequence[Lineage], blobs: Sequence[bytes]
+) -> pa.RecordBatch:
+    """A `REPLICA_SCHEMA` record batch: `rows` hold the key fields and bucket, `lineages`
+    the replicas, `blobs` their packed batches."""
     arrays = [pa.array([r[name] for r in rows], typ) for name, typ in KEY_FIELDS]
-    arrays.append(pa.array(values, LINEAGE_STRUCT))
-    arrays.append(pa.array([pack_batches(lin.batches) for lin in lineages], pa.binary()))
-    arrays.append(pa.array([r.get("metadata_log") for r in rows], pa.string()))
+    arrays.append(pa.array([r["bucket"] for r in rows], pa.int32()))
+    arrays.append(pa.array([lineage_value(lin) for lin in lineages], LINEAGE_STRUCT))
+    arrays.append(pa.array(blobs, pa.binary()))
     return pa.RecordBatch.from_arrays(arrays, schema=REPLICA_SCHEMA)
 
 
@@ -312,22 +365,50 @@ def batch_table(
     return pa.RecordBatch.from_arrays(arrays, schema=BATCHES_SCHEMA)
 
 
-def explode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: replica rows (run, broker, topic, partition, judged, batches)
-    in, `BATCHES_SCHEMA` rows out."""
-    for batch in batches:
-        columns = batch.to_pydict()
-        keys = list(
-            zip(
-                columns["run"],
-                columns["broker"],
-                columns["topic"],
-                columns["partition"],
-                columns["judged"],
-                strict=True,
-            )
+def lineage_table(
+    tasks: Sequence[Mapping[str, Any]], lineages: Sequence[Lineage]
+) -> pa.RecordBatch:
+    """`LINEAGE_TABLE_SCHEMA` rows: one per replica."""
+    columns: dict[str, list[Any]] = {
+        "run": [t["run"] for t in tasks],
+        "log_dir": [str(PurePath(t["path"]).parent) for t in tasks],
+        "broker": [t["broker"] for t in tasks],
+        "topic": [t["topic"] for t in tasks],
+        "partition": [t["partition"] for t in tasks],
+        "judged": [t["judged"] for t in tasks],
+        "path": [t["path"] for t in tasks],
+        "topic_id": [lin.topic_id for lin in lineages],
+        "batches": [len(lin.batches) for lin in lineages],
+        "log_start_offset": [lin.log_start_offset for lin in lineages],
+        "high_watermark": [lin.high_watermark for lin in lineages],
+        "log_end_offset": [lin.log_end_offset for lin in lineages],
+        "recovery_point": [lin.recovery_point for lin in lineages],
+        "torn_tail": [
+            None if lin.torn_tail is None else json.dumps(dataclasses.asdict(lin.torn_tail))
+            for lin in lineages
+        ],
+        "errors": [len(lin.errors) for lin in lineages],
+    }
+    return pa.RecordBatch.from_pydict(columns, schema=LINEAGE_TABLE_SCHEMA)
+
+
+def epochs_table(tasks: Sequence[Mapping[str, Any]], lineages: Sequence[Lineage]) -> pa.RecordBatch:
+    """`EPOCHS_SCHEMA` rows: each replica's leader epoch starts, from its checkpoint file and
+    as its batches imply them."""
+    rows = [
+        (t["run"], t["broker"], t["topic"], t["partition"], origin, epoch, start)
+        for t, lin in zip(tasks, lineages, strict=True)
+        for origin, entries in (
+            ("checkpoint", lin.checkpointed_epoch_starts or []),
+            ("batches", lin.derived_epoch_starts or []),
         )
-        yield batch_table(keys, columns["batches"])
+        for epoch, start in entries
+    ]
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(EPOCHS_SCHEMA)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(c), f.type) for c, f in zip(columns, EPOCHS_SCHEMA, strict=True)],
+        schema=EPOCHS_SCHEMA,
+    )
 
 
 def lineage_from_row(

@@ -54,6 +54,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"run directory: {verdict.run_dir}")
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in verdict.phases.items())
         print(f"wall time: {phases}")
+        if not args.no_report:
+            from reports.cli import report_run
+
+            path = report_run(
+                Path(verdict.run_dir), Path(args.out) / "report", master=args.spark_master
+            )
+            print(f"report: {path}")
     return verdict.exit_code
 
 
@@ -90,9 +97,15 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from checkers import audit
+    from reports.cli import run_audit
 
-    return audit.run(args)
+    return run_audit(args)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports.cli import run_report
+
+    return run_report(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,7 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: ZooKeeper where the release has it, else KRaft",
     )
     p.add_argument(
-        "--out", default="runs", metavar="DIR", help="where run directories go (default: runs/)"
+        "--out",
+        default="runs",
+        metavar="DIR",
+        help="where run directories go (default: runs/); the HTML report goes to DIR/report/, "
+        "with an index of every run reported there",
+    )
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master for the report's pipeline (default: $LOGFORK_SPARK_MASTER, else "
+        "local[*])",
     )
     p.set_defaults(func=cmd_run)
 
@@ -133,9 +157,20 @@ def build_parser() -> argparse.ArgumentParser:
         "diverged; 2: an input could not be read at all.",
     )
     from checkers import audit
+    from reports import cli as reports_cli
 
     audit.add_arguments(p)
+    reports_cli.add_audit_html_arguments(p)
     p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser(
+        "report",
+        help="HTML reports of run directories, and their index",
+        description="Build one self-contained HTML report per run directory "
+        "and an index page over them, through the PySpark pipeline.",
+    )
+    reports_cli.add_report_arguments(p)
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("prepare", help="build the base images and fetch the jars of releases")
     _add_target(p, many=True)

@@ -1,6 +1,7 @@
 """The reports as headless Chromium renders them from file://, with the network blocked.
 
-``LOGFORK_REAL_RUN=<run dir>`` adds the same checks on a real run of kip-279-s1-equal;
+The real-run test runs kip-279-s1-equal on the selected pre-fix release (1.1.1, say) and
+checks its report; ``LOGFORK_REAL_RUN=<run dir>`` checks an existing run instead.
 ``LOGFORK_SCREENSHOTS=<dir>`` keeps a screenshot of every page loaded here.
 """
 
@@ -95,12 +96,25 @@ def test_a_page_that_fetches_is_caught(tmp_path: Path) -> None:
     assert squash(parse(loaded.dom).by_id("p").text) == "offline"
 
 
-@pytest.mark.skipif(
-    not os.environ.get("LOGFORK_REAL_RUN"),
-    reason="set LOGFORK_REAL_RUN to the run directory of a real kip-279-s1-equal run",
-)
-def test_real_run_report_shows_the_divergence(tmp_path: Path) -> None:
-    run_dir = Path(os.environ["LOGFORK_REAL_RUN"])
+def real_run(kafka_target, logfork_runs: Path) -> Path:
+    if os.environ.get("LOGFORK_REAL_RUN"):
+        return Path(os.environ["LOGFORK_REAL_RUN"])
+    release = kafka_target.release
+    if kafka_target.mode != "zk" or release.has_kip279 or not release.has_leader_epochs:
+        pytest.skip("kip-279-s1-equal diverges only on 0.11 to 1.1, in ZooKeeper mode")
+    from suites.registry import get
+    from suites.scenario import Outcome, run
+
+    verdict = run(get("kip-279-s1-equal"), kafka_target.kafka, "zk", out=logfork_runs)
+    assert verdict.outcome == Outcome.REPRODUCED, verdict.headline()
+    return Path(verdict.run_dir)
+
+
+@pytest.mark.cluster
+def test_real_run_report_shows_the_divergence(
+    tmp_path: Path, kafka_target, logfork_runs: Path
+) -> None:
+    run_dir = real_run(kafka_target, logfork_runs)
     source = run_source(run_dir, run_dir.name)
     # The checker on the driver, without Spark, says where the replicas parted.
     expected = audit([run_dir], protocol=protocol_for_release(source.release)).partitions

@@ -8,6 +8,7 @@ import sys
 import textwrap
 import time
 import xml.etree.ElementTree as ET
+from importlib import metadata
 from pathlib import Path
 
 from reports import crafted
@@ -25,6 +26,15 @@ def test_scenario(logfork_runs: Path) -> None:
 """
 
 
+def plugin_args() -> list[str]:
+    """`-p reports.pytest_plugin` unless an installed entry point loads it already (pytest
+    refuses a plugin registered twice)."""
+    loaded = any(
+        ep.value == "reports.pytest_plugin" for ep in metadata.entry_points(group="pytest11")
+    )
+    return [] if loaded else ["-p", "reports.pytest_plugin"]
+
+
 def test_session_reports_and_junit(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     old = crafted.consistent_run(runs / "smoke-3.9.2-zk-old")
@@ -38,8 +48,7 @@ def test_session_reports_and_junit(tmp_path: Path) -> None:
             "-m",
             "pytest",
             "-q",
-            "-p",
-            "reports.pytest_plugin",
+            *plugin_args(),
             "-p",
             "no:cacheprovider",
             "test_scenario.py",

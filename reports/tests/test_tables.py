@@ -52,10 +52,11 @@ def test_lineages_survive_arrow_and_pandas(tmp_path: Path) -> None:
             "partition": lin.partition,
             "judged": True,
             "metadata": False,
+            "bucket": 0,
         }
         for i, lin in enumerate(originals)
     ]
-    batch = T.replica_batch(rows, originals)
+    batch = T.replica_batch(rows, originals, [T.pack_batches(x.batches) for x in originals])
     assert batch.schema == T.REPLICA_SCHEMA
     frame = pa.Table.from_batches([batch]).to_pandas()
     for (_, row), original in zip(frame.iterrows(), originals, strict=True):
