@@ -60,10 +60,11 @@ def dump_log_segments(partition_dir: Path, libs: Path) -> Figures:
     started = time.perf_counter()
     batches = 0
     for segment in listing.segments:
-        cmd = (f"java -Xmx1g -cp '{libs}/*' kafka.tools.DumpLogSegments --files "
-               f"'{segment.path}' | grep -c '^baseOffset:'")
-        out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True,
-                             text=True)
+        cmd = (
+            f"java -Xmx1g -cp '{libs}/*' kafka.tools.DumpLogSegments --files "
+            f"'{segment.path}' | grep -c '^baseOffset:'"
+        )
+        out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True)
         if out.returncode not in (0, 1):
             raise SystemExit(f"DumpLogSegments failed: {out.stderr[-500:]}")
         batches += int(out.stdout.strip() or 0)
@@ -72,8 +73,11 @@ def dump_log_segments(partition_dir: Path, libs: Path) -> Figures:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scan", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scan",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--kafka-version", default=NEWEST_3_9)
     args = parser.parse_args(argv)
     dist = resolve(args.kafka_version)
@@ -83,18 +87,24 @@ def main(argv: list[str] | None = None) -> int:
         ours = logfork_scan(dirs[name])
         theirs = dump_log_segments(dirs[name], dist.libs)
         ratio = ours.mb_per_s / theirs.mb_per_s
-        print(f"{name}: {ours.size / 1e6:.0f} MB, {ours.batches} batches "
-              f"(DumpLogSegments counted {theirs.batches})")
+        print(
+            f"{name}: {ours.size / 1e6:.0f} MB, {ours.batches} batches "
+            f"(DumpLogSegments counted {theirs.batches})"
+        )
         for label, f in (("logfork", ours), ("DumpLogSegments", theirs)):
-            print(f"  {label:16} {f.seconds:7.1f} s {f.mb_per_s:8.1f} MB/s "
-                  f"{f.batches_per_s / 1e3:9.1f}k batches/s")
+            print(
+                f"  {label:16} {f.seconds:7.1f} s {f.mb_per_s:8.1f} MB/s "
+                f"{f.batches_per_s / 1e3:9.1f}k batches/s"
+            )
         print(f"  ratio {ratio:.1f}")
         if worst is None or ratio < worst[0]:
             worst = (ratio, name, ours, theirs)
     assert worst is not None
     ratio, _, ours, theirs = worst
-    print(f"scan: logfork {ours.mb_per_s:.1f} MB/s, DumpLogSegments {theirs.mb_per_s:.1f} MB/s, "
-          f"ratio {ratio:.1f}")
+    print(
+        f"scan: logfork {ours.mb_per_s:.1f} MB/s, DumpLogSegments {theirs.mb_per_s:.1f} MB/s, "
+        f"ratio {ratio:.1f}"
+    )
     return 0
 
 

@@ -45,8 +45,12 @@ def ensure_segments(release: str, target: int = TARGET_BYTES) -> dict[str, Path]
     wanted = {name: root / name for name in SHAPES}
     if all((d / "complete").is_file() for d in wanted.values()):
         return wanted
-    spec = ClusterSpec(release, "zk", brokers=1,
-                       broker_config={"log.segment.bytes": 1 << 30, "log.retention.ms": -1})
+    spec = ClusterSpec(
+        release,
+        "zk",
+        brokers=1,
+        broker_config={"log.segment.bytes": 1 << 30, "log.retention.ms": -1},
+    )
     with Cluster(spec, run_dir=root / "cluster") as cluster:
         for name, shape in SHAPES.items():
             if (wanted[name] / "complete").is_file():
@@ -59,16 +63,24 @@ def ensure_segments(release: str, target: int = TARGET_BYTES) -> dict[str, Path]
                 continue
             source = cluster.broker(1).data_dir / f"bench-{name}-0"
             shutil.rmtree(wanted[name], ignore_errors=True)
-            shutil.copytree(source, wanted[name],
-                            ignore=shutil.ignore_patterns("*.index", "*.timeindex"))
+            shutil.copytree(
+                source, wanted[name], ignore=shutil.ignore_patterns("*.index", "*.timeindex")
+            )
             (wanted[name] / "complete").write_text("ok\n")
     shutil.rmtree(root / "cluster", ignore_errors=True)
     return wanted
 
 
 def _fill(cluster: Cluster, topic: str, shape: Shape, target: int) -> None:
-    producer = Producer({**cluster.client_config(), "acks": "1", "compression.type": "none",
-                         "queue.buffering.max.messages": 200000, **shape.producer})
+    producer = Producer(
+        {
+            **cluster.client_config(),
+            "acks": "1",
+            "compression.type": "none",
+            "queue.buffering.max.messages": 200000,
+            **shape.producer,
+        }
+    )
     value = b"x" * shape.value_bytes
     count = target // (shape.value_bytes + 70)
     with Progress(f"writing {topic}", total=count // 100000) as progress:

@@ -210,3 +210,59 @@ def elect_unclean(
             recovery_state=after.recovery_state,
         )
     return after
+
+
+REASSIGN_ZNODE = "/admin/reassign_partitions"
+
+
+def reorder_replicas(
+    cluster: Cluster,
+    topic: str,
+    order: list[int],
+    partition: int = 0,
+    *,
+    timeline: Timeline | None = None,
+    timeout: float = 60.0,
+) -> PartitionState:
+    """Change which replica is preferred without moving data or leadership (ZooKeeper mode):
+    a reassignment to the same replicas in another order. The controller keeps the live
+    leader, bumps its epoch and rewrites the assignment."""
+    what = f"{topic}-{partition} reassigned to {order}"
+    before = partition_state(cluster, topic, partition)
+    if sorted(order) != sorted(assignment(cluster, topic, partition)):
+        raise NotReached(what, f"replicas are {assignment(cluster, topic, partition)}")
+    zk = cluster.zk_client()
+    wait_until(
+        lambda: zk.exists(REASSIGN_ZNODE),
+        lambda s: s is None,
+        timeout=timeout,
+        what="a previous reassignment to finish",
+    )
+    body = {
+        "version": 1,
+        "partitions": [{"topic": topic, "partition": partition, "replicas": order}],
+    }
+    zk.create(REASSIGN_ZNODE, json.dumps(body).encode())
+    try:
+        wait_until(
+            lambda: (assignment(cluster, topic, partition), zk.exists(REASSIGN_ZNODE)),
+            lambda r: r[0] == order and r[1] is None,
+            timeout=timeout,
+            what=what,
+        )
+    except WaitTimeout as exc:
+        raise NotReached(what, str(exc.last)) from None
+    after = partition_state(cluster, topic, partition)
+    if after.leader != before.leader:
+        raise NotReached(f"{what} with leader {before.leader} kept", str(after))
+    if timeline is not None:
+        timeline.record(
+            "election",
+            "reassignment",
+            topic=topic,
+            partition=partition,
+            replicas=order,
+            leader=after.leader,
+            epoch=after.leader_epoch,
+        )
+    return after

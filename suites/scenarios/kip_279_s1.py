@@ -58,9 +58,9 @@ def spec(kafka: str, mode: str) -> ClusterSpec:
 def body(ctx: RunContext, *, n: int) -> Finding:
     cluster, timeline = ctx.cluster, ctx.timeline
     a, b = cluster.broker(A), cluster.broker(B)
-    # B is the preferred replica; A must lead first, so B steps down once (a clean stop
-    # hands leadership to A in a new epoch) and rejoins as A's follower.
-    cluster.create_topic(TOPIC, [[B, A]], {"min.insync.replicas": 1})
+    # A leads first and B must be the preferred replica for step 2.
+    first = [A, B] if cluster.mode == "zk" else [B, A]
+    cluster.create_topic(TOPIC, [first], {"min.insync.replicas": 1})
     recorder = StateRecorder(cluster, TOPIC, 0, ctx.run_dir / "states.jsonl", timeline).start()
     try:
         return _run(ctx, a, b, n)
@@ -70,10 +70,16 @@ def body(ctx: RunContext, *, n: int) -> Finding:
 
 def _run(ctx: RunContext, a, b, n: int) -> Finding:
     cluster, timeline = ctx.cluster, ctx.timeline
-    process.kill(cluster, b, timeline, signal="SIGTERM")
-    e1 = steps.await_leader(cluster, TOPIC, A, what="A leading after B's clean stop")
-    process.restart(cluster, b, timeline)
-    steps.await_isr(cluster, TOPIC, (A, B), what="B back in A's ISR")
+    if cluster.mode == "zk":
+        # Reordering the replicas makes B preferred; A keeps leading, in a new epoch.
+        e1 = elections.reorder_replicas(cluster, TOPIC, [B, A], timeline=timeline)
+    else:
+        # KRaft: B steps down once (a clean stop hands leadership to A in a new epoch) and
+        # rejoins as A's follower.
+        process.kill(cluster, b, timeline, signal="SIGTERM")
+        e1 = steps.await_leader(cluster, TOPIC, A, what="A leading after B's clean stop")
+        process.restart(cluster, b, timeline)
+    steps.await_isr(cluster, TOPIC, (A, B), what="B in A's ISR")
 
     # Step 1: [0, 10] reaches both; [11, 20] only A.
     steps.produce_batch(ctx, TOPIC, FIRST, to=A, acks="all")
