@@ -92,3 +92,28 @@ def test_pytest_plugin_rejects_unknown_release(tmp_path):
     assert result.returncode == 2
     assert "Kafka 9.9.9 does not exist" in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_readme_commands_are_true():
+    """The README's two commands: the main job names a real scenario, and the test command
+    is the one .ci/run extracts and runs."""
+    from pathlib import Path
+
+    from suites.registry import SCENARIOS
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text().splitlines()
+    main_job = next(line for line in readme if line.startswith(".venv/bin/logfork run "))
+    assert main_job.split()[2] in SCENARIOS
+    marker = readme.index("<!-- test-command -->")
+    assert readme[marker + 1] == "```sh"
+    assert readme[marker + 2].startswith(".venv/bin/pytest ")
+    assert "--kafka-version 1.1.1" in readme[marker + 2]  # a release before the fixes
+    assert "--kafka-version 3.9.2" in readme[marker + 2]  # a current one
+    extracted = subprocess.run(
+        ["awk", "/<!-- test-command -->/{getline; getline; print; exit}", "README.md"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+        check=True,
+    ).stdout.strip()
+    assert extracted == readme[marker + 2]
