@@ -120,8 +120,11 @@ def _zookeeper_nodes(run_dir: Path) -> set[str]:
         nodes = json.loads((run_dir / "cluster.json").read_text()).get("nodes", {})
     except (OSError, ValueError, AttributeError):
         return set()
-    return {name for name, node in nodes.items()
-            if isinstance(node, dict) and node.get("role") == "zookeeper"}
+    return {
+        name
+        for name, node in nodes.items()
+        if isinstance(node, dict) and node.get("role") == "zookeeper"
+    }
 
 
 def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path], list[AuditError]]:
@@ -135,8 +138,11 @@ def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path], list[AuditErr
             # A ZooKeeper node's data dir holds ZooKeeper's files, not a broker log dir.
             skip = _zookeeper_nodes(path)
             try:
-                found = sorted(n / "data" for n in nodes.iterdir()
-                               if (n / "data").is_dir() and n.name not in skip)
+                found = sorted(
+                    n / "data"
+                    for n in nodes.iterdir()
+                    if (n / "data").is_dir() and n.name not in skip
+                )
             except OSError as exc:
                 errors.append(
                     AuditError(

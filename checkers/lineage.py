@@ -292,10 +292,25 @@ class LogDir:
     readable: bool = True  # False when the dir or its meta.properties could not be read
 
 
-def read_log_dir(path: Path | str, topic: str | None = None) -> LogDir:
-    """Read a broker log dir. Never raises; problems are in `errors` (and `readable`)."""
+Offsets = dict[str, dict[tuple[str, int], int]]
+
+
+@dataclass
+class LogDirListing:
+    """A broker log dir read up to its partition dirs, no segment opened: the LogDir with
+    its identity, sidelined dirs and metadata log quorum state; each partition dir; the
+    log-dir-level offset checkpoints."""
+
+    log_dir: LogDir
+    partitions: list[tuple[Path, tuple[str, int]]]
+    offsets: Offsets
+
+
+def list_log_dir(path: Path | str, topic: str | None = None) -> LogDirListing:
+    """Everything of a broker log dir but its segments. Never raises."""
     root = Path(path)
     log_dir = LogDir(str(root))
+    listing = LogDirListing(log_dir, [], {})
     if not root.is_dir():
         log_dir.readable = False
         log_dir.errors.append(
@@ -303,7 +318,7 @@ def read_log_dir(path: Path | str, topic: str | None = None) -> LogDir:
                 str(root), None, "not a directory" if root.exists() else "does not exist"
             )
         )
-        return log_dir
+        return listing
     try:
         if not (root / META_PROPERTIES).exists():
             raise BadPropertiesFile(
@@ -320,19 +335,20 @@ def read_log_dir(path: Path | str, topic: str | None = None) -> LogDir:
     except LogReadError as exc:
         log_dir.readable = False
         log_dir.errors.append(exc)
-    offsets = {}
     for name in (
         REPLICATION_OFFSET_CHECKPOINT,
         RECOVERY_POINT_CHECKPOINT,
         LOG_START_OFFSET_CHECKPOINT,
     ):
-        offsets[name] = _optional(root / name, read_offset_checkpoint, log_dir.errors) or {}
+        listing.offsets[name] = (
+            read_optional(root / name, read_offset_checkpoint, log_dir.errors) or {}
+        )
     try:
         children = sorted(root.iterdir())
     except OSError as exc:
         log_dir.readable = False
         log_dir.errors.append(UnreadableFile(str(root), None, f"cannot list directory: {exc}"))
-        return log_dir
+        return listing
     for child in children:
         if not child.is_dir():
             continue
@@ -345,15 +361,23 @@ def read_log_dir(path: Path | str, topic: str | None = None) -> LogDir:
         tp = (match.group("topic"), int(match.group("partition")))
         if topic is not None and tp[0] != topic:
             continue
-        lineage = read_partition(
-            child, log_dir.broker_id if log_dir.broker_id is not None else -1, tp, offsets
-        )
-        log_dir.lineages[tp] = lineage
+        listing.partitions.append((child, tp))
         if tp[0] in METADATA_TOPICS:
-            log_dir.metadata_log = decode_metadata_log(child)
-            log_dir.quorum_state = _optional(
+            log_dir.quorum_state = read_optional(
                 child / QUORUM_STATE, read_quorum_state, log_dir.errors
             )
+    return listing
+
+
+def read_log_dir(path: Path | str, topic: str | None = None) -> LogDir:
+    """Read a broker log dir. Never raises; problems are in `errors` (and `readable`)."""
+    listing = list_log_dir(path, topic)
+    log_dir = listing.log_dir
+    broker_id = log_dir.broker_id if log_dir.broker_id is not None else -1
+    for child, tp in listing.partitions:
+        log_dir.lineages[tp] = read_partition(child, broker_id, tp, listing.offsets)
+        if tp[0] in METADATA_TOPICS:
+            log_dir.metadata_log = decode_metadata_log(child)
     return log_dir
 
 
@@ -362,8 +386,10 @@ def read_partition(
 ) -> Lineage:
     scan = scan_partition(pdir)
     errors = list(scan.errors)
-    checkpointed = _optional(pdir / LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint, errors)
-    metadata = _optional(pdir / PARTITION_METADATA, read_partition_metadata, errors)
+    checkpointed = read_optional(
+        pdir / LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint, errors
+    )
+    metadata = read_optional(pdir / PARTITION_METADATA, read_partition_metadata, errors)
     first_segment = scan.segments[0].base_offset if scan.segments else None
     last_segment = scan.segments[-1].base_offset if scan.segments else 0
     checkpoint_start = offsets[LOG_START_OFFSET_CHECKPOINT].get(tp)
@@ -390,7 +416,7 @@ def read_partition(
     )
 
 
-def _optional(path: Path, reader: Any, errors: list[LogReadError]) -> Any:
+def read_optional(path: Path, reader: Any, errors: list[LogReadError]) -> Any:
     """Read an optional file; a missing file is None, a bad one an error."""
     if not path.exists():
         return None

@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,16 +23,11 @@ from typing import Any
 from checkers.audit import RUN_MARKER, AuditError, expand_inputs
 from checkers.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
-    META_PROPERTIES,
-    QUORUM_STATE,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    read_meta_properties,
-    read_offset_checkpoint,
-    read_quorum_state,
 )
-from checkers.errors import BadPropertiesFile, LogReadError, UnreadableFile
-from checkers.lineage import PARTITION_DIR_RE, SIDELINED_DIR_RE, LogDir
+from checkers.errors import UnreadableFile
+from checkers.lineage import LogDir, list_log_dir
 from checkers.metadata_log import METADATA_TOPICS
 from checkers.model import Protocol
 
@@ -229,10 +224,11 @@ def list_inputs(source: RunSource, dirs: Sequence[Path]) -> None:
     source.unreadable.extend(e.error.path for e in errors)
     held: dict[tuple[str, int], dict[int, str]] = {}
     for index, path in enumerate(paths):
-        log_dir, children, quorum, offsets = _list_log_dir(path, source.topic)
+        listing = list_log_dir(path, source.topic)
+        log_dir, children, offsets = listing.log_dir, listing.partitions, listing.offsets
         source.log_dirs.append(log_dir)
-        if quorum is not None:
-            source.quorum_states[index] = quorum
+        if log_dir.quorum_state is not None:
+            source.quorum_states[index] = log_dir.quorum_state
         source.error_slots.extend(AuditError(e, log_dir.broker_id) for e in log_dir.errors)
         judged = log_dir.readable and log_dir.broker_id is not None
         if not judged:
@@ -279,76 +275,6 @@ def list_inputs(source: RunSource, dirs: Sequence[Path]) -> None:
         source.tasks.extend(sorted(tasks.values(), key=lambda t: t.child))
 
 
-Offsets = dict[str, dict[tuple[str, int], int]]
-
-
-def _list_log_dir(
-    path: Path, topic: str | None
-) -> tuple[LogDir, list[tuple[Path, tuple[str, int]]], Any, Offsets]:
-    """`read_log_dir` up to the partition dirs: meta.properties, the offset checkpoints,
-    sidelined dirs, the quorum-state of a metadata log. Never raises."""
-    root = Path(path)
-    log_dir = LogDir(str(root))
-    children: list[tuple[Path, tuple[str, int]]] = []
-    quorum = None
-    offsets: Offsets = {}
-    if not root.is_dir():
-        log_dir.readable = False
-        log_dir.errors.append(
-            UnreadableFile(
-                str(root), None, "not a directory" if root.exists() else "does not exist"
-            )
-        )
-        return log_dir, children, quorum, offsets
-    try:
-        if not (root / META_PROPERTIES).exists():
-            raise BadPropertiesFile(
-                str(root / META_PROPERTIES),
-                None,
-                "missing: without it there is no telling which broker this log dir belongs to",
-            )
-        meta = read_meta_properties(root / META_PROPERTIES)
-        log_dir.broker_id, log_dir.cluster_id, log_dir.kraft = (
-            meta.broker_id,
-            meta.cluster_id,
-            meta.kraft,
-        )
-    except LogReadError as exc:
-        log_dir.readable = False
-        log_dir.errors.append(exc)
-    for name in (
-        REPLICATION_OFFSET_CHECKPOINT,
-        RECOVERY_POINT_CHECKPOINT,
-        LOG_START_OFFSET_CHECKPOINT,
-    ):
-        offsets[name] = _optional(root / name, read_offset_checkpoint, log_dir.errors) or {}
-    try:
-        with os.scandir(root) as listing:
-            entries = sorted((e.name, e.is_dir()) for e in listing)
-    except OSError as exc:
-        log_dir.readable = False
-        log_dir.errors.append(UnreadableFile(str(root), None, f"cannot list directory: {exc}"))
-        return log_dir, children, quorum, offsets
-    for name, is_dir in entries:
-        if not is_dir:
-            continue
-        if SIDELINED_DIR_RE.match(name):
-            log_dir.sidelined.append(name)
-            continue
-        match = PARTITION_DIR_RE.match(name)
-        if not match:
-            continue
-        tp = (match.group("topic"), int(match.group("partition")))
-        if topic is not None and tp[0] != topic:
-            continue
-        child = Path(os.path.join(root, name))
-        children.append((child, tp))
-        if tp[0] in METADATA_TOPICS:
-            quorum = _optional(child / QUORUM_STATE, read_quorum_state, log_dir.errors)
-            log_dir.quorum_state = quorum
-    return log_dir, children, quorum, offsets
-
-
 def segment_bytes(partition_dir: str) -> int:
     """Bytes of a partition dir's segment files (a directory listing, no file is opened)."""
     total = 0
@@ -361,16 +287,6 @@ def segment_bytes(partition_dir: str) -> int:
     except OSError:
         return 0
     return total
-
-
-def _optional(path: Path, reader: Callable[[Path], Any], errors: list[LogReadError]) -> Any:
-    if not path.exists():
-        return None
-    try:
-        return reader(path)
-    except LogReadError as exc:
-        errors.append(exc)
-        return None
 
 
 # --------------------------------------------------------------------------------------

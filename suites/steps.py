@@ -19,12 +19,27 @@ from checkers.lineage import Lineage, read_log_dir
 from checkers.model import Protocol, TruncationResult, truncate_follower
 from checkers.verdict import PartitionVerdict
 from faults.observe import partition_state
-from fixtures.cluster import Cluster
+from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.errors import NotReached
 from fixtures.releases import Release
 from fixtures.waiting import WaitTimeout, wait_until
-from suites.scenario import RunContext
+from suites.scenario import Finding, RunContext
 from suites.workload import Send
+
+
+def controller_apart(kafka: str, mode: str, **spec: Any) -> ClusterSpec:
+    """Three ZooKeeper-mode brokers: A (b1) and B (b2) hold the partitions and die on
+    purpose, with sessions short enough that the controller notices quickly; C (b3) holds
+    nothing, is the controller, and has a long session so that it never loses that role."""
+    return ClusterSpec(
+        kafka,
+        mode,
+        brokers=3,
+        controller=3,
+        broker_config={"zookeeper.session.timeout.ms": 6000},
+        node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
+        **spec,
+    )
 
 
 def protocol_for(release: Release) -> Protocol:
@@ -227,6 +242,14 @@ class Convergence:
     isr: tuple[int, ...] = ()
     log_end_offsets: dict[int, int] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "converged": self.converged,
+            "stuck": self.stuck,
+            "isr": list(self.isr),
+            "log_end_offsets": self.log_end_offsets,
+        }
+
 
 def converge(
     ctx: RunContext, topic: str, replicas: list[int], *, timeout: float = 90.0
@@ -332,3 +355,48 @@ def model_vs_brokers(
         "actual": actual,
         "agree": prediction.outcome.value == actual,
     }
+
+
+def conclude(
+    ctx: RunContext,
+    topic: str,
+    *,
+    leader: int,
+    follower: int,
+    prediction: TruncationResult | None,
+    details: dict[str, Any],
+    converged: str,
+) -> Finding:
+    """Let the cluster converge, have the checker judge the logs on disk, record what the
+    model predicted beside what the brokers did, and say what it amounts to. `converged` is
+    the sentence for the clean outcome."""
+    convergence = converge(ctx, topic, [leader, follower], timeout=60)
+    verdict = judge(ctx, topic)
+    details = {**details, "convergence": convergence.to_dict(), "checker": verdict.to_dict()}
+    predicted = ""
+    if prediction is not None:
+        comparison = model_vs_brokers(prediction, verdict, convergence)
+        details["model_vs_brokers"] = comparison
+        predicted = f"; model predicted {comparison['predicted']}"
+    if convergence.stuck:
+        line = convergence.stuck.get(follower) or next(iter(convergence.stuck.values()))
+        return Finding(
+            True,
+            f"follower {follower} is stuck (log: {line}); replicas diverged "
+            f"at {verdict.diverged_at}{predicted}",
+            details,
+        )
+    if verdict.status == "diverged":
+        committed = "below" if verdict.below_high_watermark else "above"
+        return Finding(
+            True,
+            f"replicas diverged at offset {verdict.diverged_at} ({committed} "
+            f"the high watermark){predicted}",
+            details,
+        )
+    if not convergence.converged:
+        raise NotReached(
+            f"broker {follower} converging with broker {leader}",
+            f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}",
+        )
+    return Finding(False, f"{converged}{predicted}", details)

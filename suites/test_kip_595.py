@@ -2,9 +2,7 @@
 
 import pytest
 
-from suites.registry import get
-from suites.scenario import run
-from suites.testing import assert_verdict
+from suites.testing import run_scenario
 
 
 @pytest.mark.cluster
@@ -12,14 +10,4 @@ from suites.testing import assert_verdict
     "scenario_id", ["kip-595-controller-failover", "kip-595-cluster-id-mismatch"]
 )
 def test_kip_595(kafka_target, logfork_runs, request, scenario_id):
-    scenario = get(scenario_id)
-    request.node.add_marker(pytest.mark.kip(scenario.kip, scenario.fixed_in))
-    assert_verdict(
-        run(
-            scenario,
-            kafka_target.kafka,
-            kafka_target.mode,
-            out=logfork_runs,
-            base_image=request.config.getoption("base_image"),
-        )
-    )
+    run_scenario(scenario_id, kafka_target, logfork_runs, request)

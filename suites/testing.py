@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from suites.scenario import Outcome, Verdict
+from suites.registry import get
+from suites.scenario import Outcome, Verdict, run
 
 
 def assert_verdict(verdict: Verdict) -> None:
@@ -15,3 +18,22 @@ def assert_verdict(verdict: Verdict) -> None:
     if verdict.outcome == Outcome.NOT_REACHED or not verdict.as_expected:
         where = f"\nrun directory: {verdict.run_dir}" if verdict.run_dir else ""
         pytest.fail(verdict.headline() + where, pytrace=False)
+
+
+def run_scenario(
+    scenario_id: str, kafka_target, logfork_runs: Path, request: pytest.FixtureRequest
+) -> Verdict:
+    """Run a scenario on the test's release and mode, marked with its KIP, and assert that
+    the release behaved as expected."""
+    scenario = get(scenario_id)
+    if scenario.kip:
+        request.node.add_marker(pytest.mark.kip(scenario.kip, scenario.fixed_in))
+    verdict = run(
+        scenario,
+        kafka_target.kafka,
+        kafka_target.mode,
+        out=logfork_runs,
+        base_image=request.config.getoption("base_image"),
+    )
+    assert_verdict(verdict)
+    return verdict

@@ -10,7 +10,7 @@ from __future__ import annotations
 from checkers.checkpoints import read_offset_checkpoint
 from faults import network, power, process
 from faults.observe import StateRecorder, partition_state
-from fixtures.cluster import Cluster, ClusterSpec
+from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from suites import steps
@@ -19,18 +19,6 @@ from suites.workload import read_partition
 
 A, B, C = 1, 2, 3
 HW_CHECKPOINT = "replication-offset-checkpoint"
-
-
-def spec(kafka: str, mode: str) -> ClusterSpec:
-    return ClusterSpec(
-        kafka,
-        mode,
-        brokers=3,
-        controller=C,
-        # A and B die on purpose and must be noticed quickly; C must never lose its session.
-        broker_config={"zookeeper.session.timeout.ms": 6000},
-        node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
-    )
 
 
 def checkpointed_hw(cluster: Cluster, broker_id: int, topic: str) -> int | None:
@@ -53,28 +41,6 @@ def await_checkpointed_hw(cluster: Cluster, broker_id: int, topic: str, at_least
         raise NotReached(exc.what, f"{exc.last}") from None
 
 
-def _recording(ctx: RunContext, topic: str, run) -> Finding:
-    recorder = StateRecorder(ctx.cluster, topic, 0, ctx.run_dir / "states.jsonl", ctx.timeline)
-    recorder.start()
-    try:
-        return run(ctx)
-    finally:
-        recorder.stop()
-
-
-def _details(verdict, convergence, **extra) -> dict:
-    return {
-        **extra,
-        "convergence": {
-            "converged": convergence.converged,
-            "stuck": convergence.stuck,
-            "isr": list(convergence.isr),
-            "log_end_offsets": convergence.log_end_offsets,
-        },
-        "checker": verdict.to_dict(),
-    }
-
-
 # -- scenario 1 ---------------------------------------------------------------------------
 S1 = "kip101s1"
 
@@ -86,7 +52,8 @@ def s1_body(ctx: RunContext) -> Finding:
     ctx.cluster.create_topic(
         S1, [[B, A]], {"min.insync.replicas": 1, "unclean.leader.election.enable": True}
     )
-    return _recording(ctx, S1, _s1)
+    with StateRecorder(ctx.cluster, S1, 0, ctx.run_dir / "states.jsonl", ctx.timeline):
+        return _s1(ctx)
 
 
 def _s1(ctx: RunContext) -> Finding:
@@ -138,13 +105,13 @@ def _s1(ctx: RunContext) -> Finding:
     verdict = steps.judge(ctx, S1)
     present = {r.value for r in read_partition(cluster, S1)}
     lost = [s.value for s in m1 + m2 if s.value not in present]
-    details = _details(
-        verdict,
-        convergence,
-        a_after_restart=steps.spans(after_restart),
-        acknowledged_lost=lost,
-        high_watermark_checkpoint_of_a=hw,
-    )
+    details = {
+        "a_after_restart": steps.spans(after_restart),
+        "acknowledged_lost": lost,
+        "high_watermark_checkpoint_of_a": hw,
+        "convergence": convergence.to_dict(),
+        "checker": verdict.to_dict(),
+    }
     if lost:
         return Finding(
             True,
@@ -167,7 +134,8 @@ S2 = "kip101s2"
 
 def s2_body(ctx: RunContext) -> Finding:
     ctx.cluster.create_topic(S2, [[B, A]], {"min.insync.replicas": 1})
-    return _recording(ctx, S2, _s2)
+    with StateRecorder(ctx.cluster, S2, 0, ctx.run_dir / "states.jsonl", ctx.timeline):
+        return _s2(ctx)
 
 
 def _s2(ctx: RunContext) -> Finding:
@@ -201,27 +169,14 @@ def _s2(ctx: RunContext) -> Finding:
 
     prediction = steps.predict(ctx, S2, leader=B, follower=A)
     process.restart(cluster, cluster.broker(A), timeline)  # A follows B
-    convergence = steps.converge(ctx, S2, [A, B], timeout=60)
-    verdict = steps.judge(ctx, S2)
-    comparison = steps.model_vs_brokers(prediction, verdict, convergence)
-    details = _details(verdict, convergence, model_vs_brokers=comparison)
-    if verdict.status == "diverged" or convergence.stuck:
-        committed = "below" if verdict.below_high_watermark else "above"
-        return Finding(
-            True,
-            f"replicas diverged at offset {verdict.diverged_at} ({committed} "
-            f"the high watermark); model predicted {comparison['predicted']}",
-            details,
-        )
-    if not convergence.converged:
-        raise NotReached(
-            "A converging with B",
-            f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}",
-        )
-    return Finding(
-        False,
-        f"A truncated m2 and converged with B; model predicted {comparison['predicted']}",
-        details,
+    return steps.conclude(
+        ctx,
+        S2,
+        leader=B,
+        follower=A,
+        prediction=prediction,
+        details={},
+        converged="A truncated m2 and converged with B",
     )
 
 
@@ -229,7 +184,7 @@ S1_SCENARIO = Scenario(
     id="kip-101-s1",
     title="KIP-101 scenario 1: high watermark truncation, then an immediate leader election",
     body=s1_body,
-    cluster=spec,
+    cluster=steps.controller_apart,
     kip="KIP-101",
     jira="KAFKA-1211",
     fixed_in="0.11.0",
@@ -240,7 +195,7 @@ S2_SCENARIO = Scenario(
     id="kip-101-s2",
     title="KIP-101 scenario 2: replicas diverge on restart after both lose unflushed tails",
     body=s2_body,
-    cluster=spec,
+    cluster=steps.controller_apart,
     kip="KIP-101",
     jira="KAFKA-1211",
     fixed_in="0.11.0",

@@ -61,11 +61,8 @@ def body(ctx: RunContext, *, n: int) -> Finding:
     # A leads first and B must be the preferred replica for step 2.
     first = [A, B] if cluster.mode == "zk" else [B, A]
     cluster.create_topic(TOPIC, [first], {"min.insync.replicas": 1})
-    recorder = StateRecorder(cluster, TOPIC, 0, ctx.run_dir / "states.jsonl", timeline).start()
-    try:
+    with StateRecorder(cluster, TOPIC, 0, ctx.run_dir / "states.jsonl", timeline):
         return _run(ctx, a, b, n)
-    finally:
-        recorder.stop()
 
 
 def _run(ctx: RunContext, a, b, n: int) -> Finding:
@@ -121,46 +118,14 @@ def _run(ctx: RunContext, a, b, n: int) -> Finding:
     cut_ab.heal()
     cut_clients.heal()
     expiry.heal()
-    convergence = steps.converge(ctx, TOPIC, [A, B], timeout=60)
-    verdict = steps.judge(ctx, TOPIC)
-    comparison = steps.model_vs_brokers(prediction, verdict, convergence)
-    details = {
-        "n": n,
-        "epochs": epochs,
-        "convergence": {
-            "converged": convergence.converged,
-            "stuck": convergence.stuck,
-            "isr": list(convergence.isr),
-            "log_end_offsets": convergence.log_end_offsets,
-        },
-        "checker": verdict.to_dict(),
-        "model_vs_brokers": comparison,
-    }
-    if convergence.stuck:
-        line = next(iter(convergence.stuck.values()))
-        return Finding(
-            True,
-            f"follower B is stuck (log: {line}); replicas diverged at {verdict.diverged_at}",
-            details,
-        )
-    if verdict.status == "diverged":
-        committed = "below" if verdict.below_high_watermark else "above"
-        return Finding(
-            True,
-            f"replicas diverged at offset {verdict.diverged_at} ({committed} "
-            f"the high watermark); model predicted {comparison['predicted']}",
-            details,
-        )
-    if not convergence.converged:
-        raise NotReached(
-            "B converging with A after the heal",
-            f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}",
-        )
-    return Finding(
-        False,
-        f"B converged with A at offset {convergence.log_end_offsets[A]}; "
-        f"model predicted {comparison['predicted']}",
-        details,
+    return steps.conclude(
+        ctx,
+        TOPIC,
+        leader=A,
+        follower=B,
+        prediction=prediction,
+        details={"n": n, "epochs": epochs},
+        converged="B converged with A",
     )
 
 

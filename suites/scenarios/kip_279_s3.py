@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from faults import process
 from faults.observe import StateRecorder, partition_state
-from fixtures.cluster import ClusterSpec
 from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from suites import steps
@@ -29,19 +28,6 @@ from suites.scenario import Finding, RunContext, Scenario
 
 TOPIC = "kip279s3"
 A, B, C = 1, 2, 3
-
-
-def spec(kafka: str, mode: str) -> ClusterSpec:
-    return ClusterSpec(
-        kafka,
-        mode,
-        brokers=3,
-        controller=C,
-        # A SIGKILLed broker must be noticed quickly: its session is all the controller
-        # watches. C's session is long: it must never lose its controllership.
-        broker_config={"zookeeper.session.timeout.ms": 6000},
-        node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
-    )
 
 
 def _await_gone(ctx: RunContext, broker_id: int) -> None:
@@ -80,12 +66,8 @@ def body(ctx: RunContext) -> Finding:
     cluster.create_topic(
         TOPIC, [[A, B]], {"min.insync.replicas": 1, "unclean.leader.election.enable": True}
     )
-    recorder = StateRecorder(cluster, TOPIC, 0, ctx.run_dir / "states.jsonl", ctx.timeline)
-    recorder.start()
-    try:
+    with StateRecorder(cluster, TOPIC, 0, ctx.run_dir / "states.jsonl", ctx.timeline):
         return _run(ctx)
-    finally:
-        recorder.stop()
 
 
 def _run(ctx: RunContext) -> Finding:
@@ -114,38 +96,14 @@ def _run(ctx: RunContext) -> Finding:
 
     prediction = steps.predict(ctx, TOPIC, leader=B, follower=A)
     process.restart(cluster, cluster.broker(A), timeline)  # step 5: A follows B
-    convergence = steps.converge(ctx, TOPIC, [A, B], timeout=60)
-    verdict = steps.judge(ctx, TOPIC)
-    comparison = steps.model_vs_brokers(prediction, verdict, convergence)
-    details = {
-        "epochs": epochs,
-        "convergence": {
-            "converged": convergence.converged,
-            "stuck": convergence.stuck,
-            "isr": list(convergence.isr),
-            "log_end_offsets": convergence.log_end_offsets,
-        },
-        "checker": verdict.to_dict(),
-        "model_vs_brokers": comparison,
-    }
-    if verdict.status == "diverged" or convergence.stuck:
-        committed = "below" if verdict.below_high_watermark else "above"
-        return Finding(
-            True,
-            f"replicas diverged at offset {verdict.diverged_at} ({committed} "
-            f"the high watermark); model predicted {comparison['predicted']}",
-            details,
-        )
-    if not convergence.converged:
-        raise NotReached(
-            "A converging with B after step 5",
-            f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}",
-        )
-    return Finding(
-        False,
-        f"A truncated and converged with B; model predicted "
-        f"{comparison['predicted']} after {len(prediction.rounds)} round(s)",
-        details,
+    return steps.conclude(
+        ctx,
+        TOPIC,
+        leader=B,
+        follower=A,
+        prediction=prediction,
+        details={"epochs": epochs},
+        converged="A truncated and converged with B",
     )
 
 
@@ -153,7 +111,7 @@ SCENARIO = Scenario(
     id="kip-279-s3",
     title="KIP-101 appendix (a): alternating unclean failovers diverge at offset 0",
     body=body,
-    cluster=spec,
+    cluster=steps.controller_apart,
     kip="KIP-279",
     jira="KAFKA-6361",
     fixed_in="2.0.0",

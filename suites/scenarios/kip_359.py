@@ -35,16 +35,7 @@ FENCING_ERRORS = ("NOT_LEADER", "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH")
 
 
 def spec(kafka: str, mode: str) -> ClusterSpec:
-    if mode == "zk":
-        return ClusterSpec(
-            kafka,
-            mode,
-            brokers=3,
-            controller=3,
-            broker_config={"zookeeper.session.timeout.ms": 6000},
-            node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
-        )
-    return ClusterSpec(kafka, mode, brokers=3)
+    return steps.controller_apart(kafka, mode) if mode == "zk" else ClusterSpec(kafka, mode)
 
 
 class Writer(threading.Thread):

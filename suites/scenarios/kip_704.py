@@ -46,14 +46,7 @@ class Row:
 
 def spec(kafka: str, mode: str) -> ClusterSpec:
     if mode == "zk":
-        return ClusterSpec(
-            kafka,
-            mode,
-            brokers=3,
-            controller=C,
-            broker_config={"zookeeper.session.timeout.ms": 6000},
-            node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
-        )
+        return steps.controller_apart(kafka, mode)
     # The controller keeps B's registration while B is cut off from it for the probes.
     return ClusterSpec(
         kafka,
