@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fixtures.releases import resolve
 from suites import registry
-from suites.scenario import Outcome, Verdict, run
+from suites.scenario import Outcome, ScenarioError, Verdict, run
 
 
 @dataclass
@@ -23,6 +23,7 @@ class Tally:
     outcomes: Counter = field(default_factory=Counter)
     as_expected: int = 0
     seconds: list[float] = field(default_factory=list)
+    phases: Counter = field(default_factory=Counter)
 
     @property
     def flips(self) -> int:
@@ -30,10 +31,12 @@ class Tally:
 
     def line(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.outcomes.most_common())
-        mean = sum(self.seconds) / len(self.seconds) if self.seconds else 0.0
+        runs = len(self.seconds) or 1
+        split = " ".join(f"{name} {total / runs:.1f}" for name, total in self.phases.items())
         return (
             f"{self.scenario:30} {counts:40} as expected {self.as_expected}/"
-            f"{sum(self.outcomes.values())}  flips {self.flips}  mean {mean:.0f}s"
+            f"{sum(self.outcomes.values())}  flips {self.flips}  "
+            f"mean {sum(self.seconds) / runs:.0f}s ({split})"
         )
 
 
@@ -63,9 +66,17 @@ def main(args: argparse.Namespace) -> int:
         tallies.append(tally)
         for i in range(args.runs):
             started = time.monotonic()
-            verdict: Verdict = run(scenario, args.kafka_version, mode, out=Path(args.out))
+            try:
+                verdict: Verdict = run(scenario, args.kafka_version, mode, out=Path(args.out))
+            except ScenarioError as exc:
+                # Counted, not fatal: the remaining runs still say whether it was a one-off.
+                tally.seconds.append(time.monotonic() - started)
+                tally.outcomes["error"] += 1
+                print(f"[{i + 1}/{args.runs}] ERROR: {exc}", flush=True)
+                continue
             tally.seconds.append(time.monotonic() - started)
             tally.outcomes[verdict.outcome.value] += 1
+            tally.phases.update(verdict.phases)
             tally.as_expected += verdict.as_expected and verdict.outcome != Outcome.NOT_REACHED
             print(f"[{i + 1}/{args.runs}] {verdict.headline()[:160]}", flush=True)
     print(f"\nverdict counts on Kafka {release}, {args.runs} runs each:")
