@@ -47,7 +47,9 @@ class Row:
 def spec(kafka: str, mode: str) -> ClusterSpec:
     if mode == "zk":
         return steps.controller_apart(kafka, mode)
-    # The controller keeps B's registration while B is cut off from it for the probes.
+    # The controller keeps B's registration while B is cut off from it for the probes. From
+    # 4.0 (KAFKA-17793) a cleanly stopped broker's session also outlives its fencing, so B's
+    # restart is refused (DUPLICATE_BROKER_REGISTRATION) until this timeout has passed.
     return ClusterSpec(
         kafka,
         mode,
