@@ -40,7 +40,7 @@ from checkers.lineage import Lineage
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog
 from checkers.verdict import PartitionVerdict
 from reports import tables as T
-from reports.judge import DETAILED_UP_TO, UNREAD, JudgeConfig, judge_bucket
+from reports.judge import DETAILED_UP_TO, REPLICA_COLUMNS, UNREAD, JudgeConfig, judge_bucket
 from reports.progress import SparkProgress
 from reports.scan import (
     BATCHES_TABLE,
@@ -524,19 +524,7 @@ def _judge(
     from pyspark.sql.types import StructType
 
     keys = ["run", "topic", "partition"]
-    left = scanned.select(
-        "run",
-        "bucket",
-        "topic",
-        "partition",
-        "log_dir",
-        "child",
-        "broker",
-        "judged",
-        "metadata",
-        "replica",
-        "batches",
-    ).groupBy("run", "bucket")
+    left = scanned.select("run", "bucket", *REPLICA_COLUMNS).groupBy("run", "bucket")
     if acked is None:
         schema = StructType.fromDDL(
             "run string, topic string, partition int, offset long, key string, value string, "

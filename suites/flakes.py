@@ -70,11 +70,11 @@ def main(args: argparse.Namespace) -> int:
                 verdict: Verdict = run(scenario, args.kafka_version, mode, out=Path(args.out))
             except ScenarioError as exc:
                 # Counted, not fatal: the remaining runs still say whether it was a one-off.
-                tally.seconds.append(time.monotonic() - started)
                 tally.outcomes["error"] += 1
                 print(f"[{i + 1}/{args.runs}] ERROR: {exc}", flush=True)
                 continue
-            tally.seconds.append(time.monotonic() - started)
+            finally:
+                tally.seconds.append(time.monotonic() - started)
             tally.outcomes[verdict.outcome.value] += 1
             tally.phases.update(verdict.phases)
             tally.as_expected += verdict.as_expected and verdict.outcome != Outcome.NOT_REACHED

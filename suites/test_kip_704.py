@@ -6,23 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from suites.registry import get
-from suites.scenario import Outcome, run
-from suites.testing import assert_verdict
+from suites.scenario import Outcome
+from suites.testing import run_scenario
 
 
 @pytest.mark.cluster
 def test_kip_704_unclean_recovery(kafka_target, logfork_runs, request):
-    scenario = get("kip-704-unclean-recovery")
-    request.node.add_marker(pytest.mark.kip(scenario.kip, scenario.fixed_in))
-    verdict = run(
-        scenario,
-        kafka_target.kafka,
-        kafka_target.mode,
-        out=logfork_runs,
-        base_image=request.config.getoption("base_image"),
-    )
-    assert_verdict(verdict)
+    verdict = run_scenario("kip-704-unclean-recovery", kafka_target, logfork_runs, request)
     if verdict.outcome == Outcome.CONSISTENT:
         rows = json.loads((Path(verdict.run_dir) / "conformance.json").read_text())
         assert all(r["verdict"] in ("conforms", "departs") for r in rows)
