@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(measure(args.dirs, args.worker, args.repeat, Path(tmp))))
         return 0
 
-    from reports.crafted import many_partitions
+    from testsupport.runs import many_partitions
 
     with tempfile.TemporaryDirectory(prefix="logfork-bench-") as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from checkers.checkpoints import (
 )
 from checkers.errors import BadPropertiesFile, LogReadError, TornTail, UnreadableFile
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog, decode_metadata_log
-from checkers.records import Batch, make_batch
+from checkers.records import Batch
 from checkers.segments import scan_partition
 
 EpochStarts = list[tuple[int, int]]
@@ -86,71 +85,6 @@ class Lineage:
                 self.batches[-1].last_offset + 1 if self.batches else self.log_start_offset
             )
         self._bases = [b.base_offset for b in self.batches]
-
-    # -- construction -----------------------------------------------------------------
-
-    @classmethod
-    def from_spec(
-        cls,
-        broker_id: int,
-        spec: Sequence[Sequence[Any]],
-        *,
-        topic: str = "t",
-        partition: int = 0,
-        high_watermark: int | None = None,
-        log_start_offset: int | None = None,
-        log_end_offset: int | None = None,
-        epochs: EpochStarts | None = None,
-        recovery_point: int | None = None,
-    ) -> Lineage:
-        """A lineage from ``[(base, last, epoch), ...]`` or ``(base, last, epoch, tag)``.
-
-        Batches with equal (base, last, epoch, tag) get equal CRCs, so two replicas built
-        from the same spec hold the same batches; an int tag is taken as the CRC itself.
-        `epochs` stands for the replica's epoch cache (its checkpoint file), e.g. a leader
-        that has started an epoch but not yet written to it.
-        """
-        batches = []
-        position = 0
-        for item in spec:
-            base, last, epoch = item[0], item[1], item[2]
-            tag = item[3] if len(item) > 3 else ""
-            crc = (
-                tag if isinstance(tag, int) else zlib.crc32(f"{base}:{last}:{epoch}:{tag}".encode())
-            )
-            batches.append(
-                make_batch(
-                    base,
-                    last,
-                    epoch,
-                    crc,
-                    True,
-                    61,
-                    2,
-                    last - base + 1,
-                    "none",
-                    False,
-                    False,
-                    -1,
-                    -1,
-                    -1,
-                    -1,
-                    "spec",
-                    position,
-                )
-            )
-            position += 61
-        return cls(
-            topic,
-            partition,
-            broker_id,
-            batches,
-            checkpointed_epoch_starts=None if epochs is None else list(epochs),
-            log_start_offset=log_start_offset,
-            high_watermark=high_watermark,
-            log_end_offset=log_end_offset,
-            recovery_point=recovery_point,
-        )
 
     # -- queries ----------------------------------------------------------------------
 

@@ -35,7 +35,6 @@ Unknown record types and unknown tagged fields are skipped. KRaft snapshots
 
 from __future__ import annotations
 
-import base64
 import re
 import struct
 from collections import defaultdict
@@ -43,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.codec import DecodeError, Reader
 from checkers.errors import BadMetadataRecord, LogReadError, TornTail, UnreadableFile
 from checkers.records import Batch, ScanState, iter_batch_rows, make_batch, read_records
 from checkers.segments import list_segments
@@ -73,107 +73,19 @@ RECOVERED, RECOVERING = 0, 1
 RECOVERY_STATE_NAMES = {RECOVERED: "RECOVERED", RECOVERING: "RECOVERING"}
 
 
-class _DecodeError(ValueError):
-    pass
-
-
-class _Reader:
-    """Bounds-checked reads of Kafka's message encodings."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise _DecodeError(f"needs {n} bytes at {self.pos}, has {len(self.data) - self.pos}")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def int8(self) -> int:
-        return struct.unpack(">b", self._take(1))[0]
-
-    def int16(self) -> int:
-        return struct.unpack(">h", self._take(2))[0]
-
-    def int64(self) -> int:
-        return struct.unpack(">q", self._take(8))[0]
-
-    def int32(self) -> int:
-        return struct.unpack(">i", self._take(4))[0]
-
-    def uuid(self) -> str:
-        return base64.urlsafe_b64encode(self._take(16)).decode().rstrip("=")
-
-    def uvarint(self) -> int:
-        value, shift = 0, 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                return value
-            shift += 7
-            if shift > 35:
-                raise _DecodeError("unsigned varint longer than 5 bytes")
-
-    def compact_length(self) -> int | None:
-        n = self.uvarint()
-        if n == 0:
-            return None
-        if n - 1 > len(self.data) - self.pos:
-            raise _DecodeError(f"compact length {n - 1} exceeds the remaining bytes")
-        return n - 1
-
-    def compact_int32s(self) -> tuple[int, ...] | None:
-        n = self.compact_length()
-        return None if n is None else tuple(self.int32() for _ in range(n))
-
-    def compact_uuids(self) -> tuple[str, ...] | None:
-        n = self.compact_length()
-        return None if n is None else tuple(self.uuid() for _ in range(n))
-
-    def compact_string(self) -> str | None:
-        n = self.compact_length()
-        return None if n is None else self._take(n).decode("utf-8", "replace")
-
-    def int32s(self) -> tuple[int, ...] | None:  # non-flexible array
-        n = self.int32()
-        if n == -1:
-            return None
-        if n < 0 or 4 * n > len(self.data) - self.pos:
-            raise _DecodeError(f"array length {n} exceeds the remaining bytes")
-        return tuple(self.int32() for _ in range(n))
-
-    def string(self) -> str:  # non-flexible string
-        n = self.int16()
-        return self._take(n).decode("utf-8", "replace")
-
-    def tagged_fields(self) -> dict[int, bytes]:
-        fields: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            fields[tag] = self._take(self.uvarint())
-        return fields
-
-    def end(self) -> None:
-        if self.pos != len(self.data):
-            raise _DecodeError(f"{len(self.data) - self.pos} bytes left over")
-
-
 def _tag_int(tags: dict[int, bytes], tag: int, fmt: str, default: int) -> int:
     if tag not in tags:
         return default
     raw = tags[tag]
     if len(raw) != struct.calcsize(fmt):
-        raise _DecodeError(f"tagged field {tag} has {len(raw)} bytes")
+        raise DecodeError(f"tagged field {tag} has {len(raw)} bytes")
     return struct.unpack(fmt, raw)[0]
 
 
 def _tag_int32s(tags: dict[int, bytes], tag: int) -> tuple[int, ...] | None:
     if tag not in tags:
         return None
-    reader = _Reader(tags[tag])
+    reader = Reader(tags[tag])
     values = reader.compact_int32s()
     reader.end()
     return values
@@ -194,10 +106,10 @@ def decode_metadata_record(value: bytes) -> MetadataRecord:
 
     Raises ValueError when the bytes do not decode.
     """
-    reader = _Reader(bytes(value))
+    reader = Reader(bytes(value))
     frame = reader.uvarint()
     if frame not in (0, 1):
-        raise _DecodeError(f"unknown frame version {frame}")
+        raise DecodeError(f"unknown frame version {frame}")
     api_key = reader.uvarint()
     version = reader.uvarint()
     flexible = frame == 1 or api_key == PARTITION_CHANGE_RECORD
@@ -242,7 +154,7 @@ def decode_metadata_record(value: bytes) -> MetadataRecord:
     return MetadataRecord(api_key, version, frame, fields)
 
 
-def _partition_record(reader: _Reader, version: int, flexible: bool) -> dict[str, Any]:
+def _partition_record(reader: Reader, version: int, flexible: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"partition": reader.int32(), "topic_id": reader.uuid()}
     arrays = reader.compact_int32s if flexible else reader.int32s
     out["replicas"] = arrays() or ()
@@ -262,7 +174,7 @@ def _partition_record(reader: _Reader, version: int, flexible: bool) -> dict[str
     return out
 
 
-def _register_broker_record(reader: _Reader, version: int) -> dict[str, Any]:
+def _register_broker_record(reader: Reader, version: int) -> dict[str, Any]:
     out: dict[str, Any] = {"broker_id": reader.int32()}
     if version >= 2:
         reader.int8()  # IsMigratingZkBroker
@@ -286,7 +198,7 @@ def _register_broker_record(reader: _Reader, version: int) -> dict[str, Any]:
     return out
 
 
-def _partition_change_record(reader: _Reader, version: int) -> dict[str, Any]:
+def _partition_change_record(reader: Reader, version: int) -> dict[str, Any]:
     out: dict[str, Any] = {"partition": reader.int32(), "topic_id": reader.uuid()}
     tags = reader.tagged_fields()
     out["isr"] = _tag_int32s(tags, 0)
@@ -305,14 +217,14 @@ def decode_leader_change(value: bytes) -> tuple[int, tuple[int, ...], tuple[int,
     """
     try:
         return _leader_change(bytes(value), with_version=True)
-    except _DecodeError:
+    except DecodeError:
         return _leader_change(bytes(value), with_version=False)
 
 
 def _leader_change(
     value: bytes, with_version: bool
 ) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    reader = _Reader(value)
+    reader = Reader(value)
     if with_version:
         reader.int16()
     leader = reader.int32()
@@ -539,15 +451,15 @@ def _decode_entry(
     try:
         if batch.is_control:
             if key is None or len(key) < 4:
-                raise _DecodeError("control record key shorter than 4 bytes")
+                raise DecodeError("control record key shorter than 4 bytes")
             _version, control_type = struct.unpack_from(">hh", key)
             if control_type != LEADER_CHANGE:
                 return None  # snapshot header/footer, KRaft version and voters records
             return _Entry(None, decode_leader_change(value or b""), offset, batch, from_snapshot)
         if value is None:
-            raise _DecodeError("metadata record with a null value")
+            raise DecodeError("metadata record with a null value")
         return _Entry(decode_metadata_record(value), None, offset, batch, from_snapshot)
-    except _DecodeError as exc:
+    except DecodeError as exc:
         log.errors.append(
             BadMetadataRecord(str(path), batch.position, f"record at offset {offset}: {exc}")
         )

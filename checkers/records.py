@@ -32,6 +32,7 @@ import snappy
 import zstandard
 from crc32c import crc32c
 
+from checkers.codec import read_uvarint, read_varint
 from checkers.errors import (
     CorruptBatch,
     CrcMismatch,
@@ -629,22 +630,6 @@ def _v2_records(mv: memoryview, pos: int, end: int) -> list[Record]:
     return records
 
 
-def read_varint(data: Any, cursor: int) -> tuple[int, int]:
-    """A zigzag-encoded varint or varlong, as in Kafka's ByteUtils."""
-    raw, shift = 0, 0
-    while True:
-        if cursor >= len(data):
-            raise ValueError("varint runs past the end")
-        b = data[cursor]
-        cursor += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), cursor
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint is longer than 10 bytes")
-
-
 def _varint_bytes(data: Any, cursor: int, stop: int) -> tuple[bytes | None, int]:
     n, cursor = read_varint(data, cursor)
     if n == -1:
@@ -733,23 +718,10 @@ def _unsnappy(data: bytes, limit: int) -> bytes:
 
 
 def _snappy_block(data: bytes, limit: int) -> bytes:
-    declared, _ = _uvarint(data, 0)  # raw snappy starts with the uncompressed length
+    declared, _ = read_uvarint(data, 0)  # raw snappy starts with the uncompressed length
     if declared > limit:
         raise ValueError(f"snappy block declares {declared} bytes")
     return bytes(snappy.decompress(data))
-
-
-def _uvarint(data: bytes, cursor: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if cursor >= len(data) or shift > 63:
-            raise ValueError("bad varint")
-        b = data[cursor]
-        cursor += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, cursor
-        shift += 7
 
 
 def _unlz4(data: bytes, magic: int, limit: int) -> bytes:

@@ -15,7 +15,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from checkers.craft import encode_v2_batch, uvarint
+from checkers.codec import Reader, compact_string, string, uvarint
+from checkers.encode import encode_v2_batch
 
 PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH = (
     0, 1, 2, 21, 18, 23)  # fmt: skip
@@ -40,55 +41,6 @@ _ids = itertools.count(1)
 
 class ProtocolError(Exception):
     pass
-
-
-def _string(s: str | None) -> bytes:
-    if s is None:
-        return struct.pack(">h", -1)
-    raw = s.encode()
-    return struct.pack(">h", len(raw)) + raw
-
-
-def _compact_string(s: str) -> bytes:
-    raw = s.encode()
-    return uvarint(len(raw) + 1) + raw
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def take(self, fmt: str):
-        value = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return value[0] if len(value) == 1 else value
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            byte = self.data[self.pos]
-            self.pos += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-
-    def string(self) -> str:
-        n = self.take(">h")
-        raw = self.data[self.pos : self.pos + max(n, 0)]
-        self.pos += max(n, 0)
-        return raw.decode()
-
-    def compact_string(self) -> str:
-        n = self.uvarint() - 1
-        raw = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return raw.decode()
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.pos += self.uvarint()
 
 
 @dataclass(frozen=True)
@@ -117,19 +69,19 @@ class Connection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _roundtrip(self, api: int, version: int, body: bytes) -> _Reader:
+    def _roundtrip(self, api: int, version: int, body: bytes) -> Reader:
         correlation = next(_ids)
-        header = struct.pack(">hhi", api, version, correlation) + _string("logfork-probe")
+        header = struct.pack(">hhi", api, version, correlation) + string("logfork-probe")
         if (api, version) in FLEXIBLE:
             header += b"\x00"  # request header v2: no tagged fields
         frame = header + body
         self.sock.sendall(struct.pack(">i", len(frame)) + frame)
         size = struct.unpack(">i", self._read(4))[0]
-        reader = _Reader(self._read(size))
-        if reader.take(">i") != correlation:
+        reader = Reader(self._read(size))
+        if reader.int32() != correlation:
             raise ProtocolError("correlation id mismatch")
         if (api, version) in FLEXIBLE:
-            reader.skip_tags()  # response header v1
+            reader.tagged_fields()  # response header v1
         return reader
 
     def _read(self, n: int) -> bytes:
@@ -143,9 +95,10 @@ class Connection:
 
     def _api_versions(self) -> dict[int, tuple[int, int]]:
         r = self._roundtrip(API_VERSIONS, 0, b"")
-        if r.take(">h") != 0:
+        if r.int16() != 0:
             raise ProtocolError("ApiVersions failed")
-        return {key: (lo, hi) for key, lo, hi in (r.take(">hhh") for _ in range(r.take(">i")))}
+        entries = ((r.int16(), r.int16(), r.int16()) for _ in range(r.int32()))
+        return {key: (lo, hi) for key, lo, hi in entries}
 
     def version_for(self, api: int) -> int:
         lo, hi = self.versions.get(api, (0, -1))
@@ -159,20 +112,20 @@ class Connection:
         v = self.version_for(PRODUCE)
         records = encode_v2_batch(0, [value], leader_epoch=-1)
         body = (
-            _string(None)
+            string(None)
             + struct.pack(">hi", acks, 10000)
             + struct.pack(">i", 1)
-            + _string(topic)
+            + string(topic)
             + struct.pack(">i", 1)
             + struct.pack(">i", partition)
             + struct.pack(">i", len(records))
             + records
         )
         r = self._roundtrip(PRODUCE, v, body)
-        r.take(">i")
+        r.int32()
         r.string()
-        r.take(">i")
-        _, error, base_offset, _ = r.take(">ihqq")
+        r.int32()
+        _, error, base_offset, _ = r.int32(), r.int16(), r.int64(), r.int64()
         return Answer("PRODUCE", v, error, f"base offset {base_offset}")
 
     def fetch(self, topic: str, partition: int, offset: int) -> Answer:
@@ -180,19 +133,19 @@ class Connection:
         body = (
             struct.pack(">iiiib", -1, 0, 0, 1 << 20, 0)
             + struct.pack(">i", 1)
-            + _string(topic)
+            + string(topic)
             + struct.pack(">i", 1)
             + struct.pack(">iqi", partition, offset, 1 << 20)
         )
         r = self._roundtrip(FETCH, v, body)
-        r.take(">i")  # throttle
-        r.take(">i")
+        r.int32()  # throttle
+        r.int32()
         r.string()
-        r.take(">i")
-        _, error, hw, _ = r.take(">ihqq")
-        aborted = r.take(">i")
-        r.pos += max(aborted, 0) * 16
-        size = r.take(">i")
+        r.int32()
+        _, error, hw, _ = r.int32(), r.int16(), r.int64(), r.int64()
+        aborted = r.int32()
+        r.take(max(aborted, 0) * 16)
+        size = r.int32()
         return Answer("FETCH", v, error, f"high watermark {hw}, {max(size, 0)} bytes of records")
 
     def list_offsets(self, topic: str, partition: int, timestamp: int = -1) -> Answer:
@@ -200,15 +153,15 @@ class Connection:
         body = (
             struct.pack(">i", -1)
             + struct.pack(">i", 1)
-            + _string(topic)
+            + string(topic)
             + struct.pack(">i", 1)
             + struct.pack(">iq", partition, timestamp)
         )
         r = self._roundtrip(LIST_OFFSETS, v, body)
-        r.take(">i")
+        r.int32()
         r.string()
-        r.take(">i")
-        _, error, _, offset = r.take(">ihqq")
+        r.int32()
+        _, error, _, offset = r.int32(), r.int16(), r.int64(), r.int64()
         return Answer("LIST_OFFSETS", v, error, f"offset {offset}")
 
     def offset_for_leader_epoch(
@@ -217,16 +170,16 @@ class Connection:
         v = self.version_for(OFFSET_FOR_LEADER_EPOCH)
         body = (
             struct.pack(">i", 1)
-            + _string(topic)
+            + string(topic)
             + struct.pack(">i", 1)
             + struct.pack(">iii", partition, current_epoch, epoch)
         )
         r = self._roundtrip(OFFSET_FOR_LEADER_EPOCH, v, body)
-        r.take(">i")  # throttle
-        r.take(">i")
+        r.int32()  # throttle
+        r.int32()
         r.string()
-        r.take(">i")
-        error, _, leader_epoch, end_offset = r.take(">hiiq")
+        r.int32()
+        error, _, leader_epoch, end_offset = r.int16(), r.int32(), r.int32(), r.int64()
         return Answer(
             "OFFSET_FOR_LEADER_EPOCH", v, error, f"epoch {leader_epoch} ends at {end_offset}"
         )
@@ -236,7 +189,7 @@ class Connection:
         if (DELETE_RECORDS, v) in FLEXIBLE:
             body = (
                 uvarint(2)
-                + _compact_string(topic)
+                + compact_string(topic)
                 + uvarint(2)
                 + struct.pack(">iq", partition, offset)
                 + b"\x00"
@@ -247,20 +200,20 @@ class Connection:
         else:
             body = (
                 struct.pack(">i", 1)
-                + _string(topic)
+                + string(topic)
                 + struct.pack(">i", 1)
                 + struct.pack(">iq", partition, offset)
                 + struct.pack(">i", 10000)
             )
         r = self._roundtrip(DELETE_RECORDS, v, body)
-        r.take(">i")  # throttle
+        r.int32()  # throttle
         if (DELETE_RECORDS, v) in FLEXIBLE:
             r.uvarint()
             r.compact_string()
             r.uvarint()
         else:
-            r.take(">i")
+            r.int32()
             r.string()
-            r.take(">i")
-        _, low, error = r.take(">iqh")
+            r.int32()
+        _, low, error = r.int32(), r.int64(), r.int16()
         return Answer("DELETE_RECORDS", v, error, f"low watermark {low}")

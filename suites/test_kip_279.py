@@ -3,7 +3,7 @@ none from it on; known departures from the KIP's text are asserted as documented
 
 import pytest
 
-from suites.testing import run_scenario
+from testsupport.scenarios import run_scenario
 
 
 @pytest.mark.cluster

@@ -4,7 +4,7 @@ later truncated. That cost is recorded; an acks=all write lost fails the test.""
 import pytest
 
 from suites.scenario import Outcome
-from suites.testing import run_scenario
+from testsupport.scenarios import run_scenario
 
 
 @pytest.mark.cluster

@@ -2,7 +2,7 @@
 
 import pytest
 
-from suites.testing import run_scenario
+from testsupport.scenarios import run_scenario
 
 
 @pytest.mark.cluster

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from suites.scenario import Outcome
-from suites.testing import run_scenario
+from testsupport.scenarios import run_scenario
 
 
 @pytest.mark.cluster

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from checkers import craft
 from checkers.audit import audit, main
-from checkers.craft import PartitionSpec
 from checkers.model import Protocol
+from testsupport import craft, damage
+from testsupport.craft import PartitionSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = [(0, 9, 1), (10, 19, 1), (20, 29, 2), (30, 39, 2), (40, 49, 3)]
@@ -252,8 +252,8 @@ def test_unreadable_input_exits_2(tmp_path: Path) -> None:
 def test_bad_segments_are_reported_and_the_audit_goes_on(tmp_path: Path) -> None:
     dirs = brokers(tmp_path, {1: {("t", 0): LOG, ("u", 0): LOG}, 2: {("t", 0): LOG, ("u", 0): LOG}})
     seg = dirs[1] / "u-0" / craft.segment_name(0)
-    craft.flip_byte(seg, craft.batch_positions(seg.read_bytes())[1] + 40)
-    craft.cut_file(dirs[0] / "t-0" / craft.segment_name(0), 5)
+    damage.flip_byte(seg, damage.batch_positions(seg.read_bytes())[1] + 40)
+    damage.cut_file(dirs[0] / "t-0" / craft.segment_name(0), 5)
     result = audit(dirs)
     data = result.to_dict()
     (error,) = data["errors"]

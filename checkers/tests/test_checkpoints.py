@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from checkers import craft
 from checkers.checkpoints import (
     read_leader_epoch_checkpoint,
     read_meta_properties,
@@ -15,6 +14,7 @@ from checkers.checkpoints import (
     read_quorum_state,
 )
 from checkers.errors import BadCheckpoint, BadPropertiesFile, UnreadableFile
+from testsupport import craft
 
 
 def test_leader_epoch_checkpoint(tmp_path: Path) -> None:

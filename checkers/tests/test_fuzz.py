@@ -22,7 +22,6 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import craft
 from checkers.audit import audit
 from checkers.checkpoints import (
     read_leader_epoch_checkpoint,
@@ -34,6 +33,7 @@ from checkers.checkpoints import (
 from checkers.errors import LogReadError
 from checkers.metadata_log import decode_metadata_log
 from checkers.records import ScanState, iter_batch_rows, make_batch, read_records
+from testsupport import craft
 
 EXAMPLES = int(os.environ.get("LOGFORK_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checkers import craft
-from checkers.craft import PartitionSpec
 from checkers.errors import BadCheckpoint, BadPropertiesFile, UnreadableFile
 from checkers.lineage import (
     Lineage,
@@ -14,6 +12,9 @@ from checkers.lineage import (
     first_divergence,
     read_log_dir,
 )
+from testsupport import craft
+from testsupport.craft import PartitionSpec
+from testsupport.lineages import from_spec
 
 
 def spans(lineage: Lineage) -> list[tuple[int, int, int]]:
@@ -21,27 +22,27 @@ def spans(lineage: Lineage) -> list[tuple[int, int, int]]:
 
 
 def test_from_spec_and_derived_epochs() -> None:
-    lin = Lineage.from_spec(1, [(0, 10, 1), (11, 20, 1), (21, 30, 3)], high_watermark=11)
+    lin = from_spec(1, [(0, 10, 1), (11, 20, 1), (21, 30, 3)], high_watermark=11)
     assert spans(lin) == [(0, 10, 1), (11, 20, 1), (21, 30, 3)]
     assert lin.epoch_starts == [(1, 0), (3, 21)]
     assert (lin.log_start_offset, lin.leo, lin.high_watermark, lin.tail_epoch) == (0, 31, 11, 3)
-    same = Lineage.from_spec(2, [(0, 10, 1), (11, 20, 1), (21, 30, 3)])
+    same = from_spec(2, [(0, 10, 1), (11, 20, 1), (21, 30, 3)])
     assert [b.key for b in same.batches] == [b.key for b in lin.batches]
-    other = Lineage.from_spec(2, [(0, 10, 1, "other data")])
+    other = from_spec(2, [(0, 10, 1, "other data")])
     assert other.batches[0].key != lin.batches[0].key
     assert lin.batch_containing(15).span == "[11, 20]" and lin.batch_containing(31) is None
 
 
 def test_derived_epochs_follow_the_epoch_cache_rules() -> None:
-    lin = Lineage.from_spec(1, [(0, 0, -1), (1, 1, 2), (2, 2, 1), (3, 3, 2), (4, 4, 5)])
+    lin = from_spec(1, [(0, 0, -1), (1, 1, 2), (2, 2, 1), (3, 3, 2), (4, 4, 5)])
     # v0/v1 (epoch -1) adds nothing; an epoch lower than the latest is not assigned
     assert derive_epoch_starts(lin.batches) == [(2, 1), (5, 4)]
 
 
 def test_epoch_cache_prefers_the_checkpoint_and_drops_entries_past_the_end() -> None:
-    lin = Lineage.from_spec(1, [(0, 9, 1)], epochs=[(1, 0), (2, 10), (3, 50)])
+    lin = from_spec(1, [(0, 9, 1)], epochs=[(1, 0), (2, 10), (3, 50)])
     assert lin.epoch_cache() == [(1, 0), (2, 10)]
-    assert Lineage.from_spec(1, [(0, 9, 1)]).epoch_cache() == [(1, 0)]
+    assert from_spec(1, [(0, 9, 1)]).epoch_cache() == [(1, 0)]
 
 
 def test_compare_epoch_starts() -> None:
@@ -65,19 +66,19 @@ def test_compare_epoch_starts() -> None:
 
 
 def test_first_divergence() -> None:
-    leader = Lineage.from_spec(1, [(0, 9, 1), (10, 19, 1), (20, 29, 2)]).batches
+    leader = from_spec(1, [(0, 9, 1), (10, 19, 1), (20, 29, 2)]).batches
     assert first_divergence(leader, leader) is None
     assert first_divergence(leader, leader[:2]) is None  # lag
     assert first_divergence(leader, leader[2:]) is None  # trimmed log start
     assert first_divergence(leader, []) is None
-    at_zero = Lineage.from_spec(2, [(0, 9, 2)]).batches
+    at_zero = from_spec(2, [(0, 9, 2)]).batches
     assert first_divergence(leader, at_zero) == 0
-    other_boundary = Lineage.from_spec(2, [(0, 9, 1), (10, 14, 1)]).batches
+    other_boundary = from_spec(2, [(0, 9, 1), (10, 14, 1)]).batches
     assert first_divergence(leader, other_boundary) == 10
-    other_crc = Lineage.from_spec(2, [(0, 9, 1), (10, 19, 1, "x")]).batches
+    other_crc = from_spec(2, [(0, 9, 1), (10, 19, 1, "x")]).batches
     assert first_divergence(other_crc, leader) == 10
     # a later start inside the other's batch: the first offset both hold
-    late = Lineage.from_spec(2, [(15, 19, 1), (20, 29, 2)]).batches
+    late = from_spec(2, [(15, 19, 1), (20, 29, 2)]).batches
     assert first_divergence(leader, late) == 15
 
 

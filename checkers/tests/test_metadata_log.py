@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from checkers import craft
 from checkers.errors import BadMetadataRecord
 from checkers.metadata_log import (
     RECOVERED,
@@ -16,6 +15,7 @@ from checkers.metadata_log import (
     decode_metadata_log,
     decode_metadata_record,
 )
+from testsupport import craft, damage
 
 ORDERS = craft.kafka_uuid("orders")
 AUDIT = craft.kafka_uuid("audit")
@@ -244,7 +244,7 @@ def test_snapshot_supplies_state_when_the_log_was_trimmed(tmp_path: Path) -> Non
 @pytest.mark.parametrize("cut", [1, 20])
 def test_torn_metadata_log(tmp_path: Path, cut: int) -> None:
     path = build_history().write(tmp_path / "m")
-    craft.cut_file(path, cut)
+    damage.cut_file(path, cut)
     decoded = decode_metadata_log(tmp_path / "m")
     assert decoded.torn_tail is not None and not decoded.errors
     assert len(decoded.history("orders", 0)) == 4

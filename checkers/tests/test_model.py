@@ -7,7 +7,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers.lineage import Lineage
 from checkers.model import (
     Outcome,
     Protocol,
@@ -16,6 +15,7 @@ from checkers.model import (
     end_offset_kip279,
     truncate_follower,
 )
+from testsupport.lineages import from_spec
 
 
 def spans(batches: list) -> list[tuple[int, int, int]]:
@@ -31,8 +31,8 @@ A_STEP3 = [(0, 10, 1), (11, 20, 1), (21, 30, 3)]
 
 
 def scenario1(n: int, protocol: Protocol):
-    leader = Lineage.from_spec(1, A_STEP3)
-    follower = Lineage.from_spec(2, [(0, 10, 1), (11, n, 2)])
+    leader = from_spec(1, A_STEP3)
+    follower = from_spec(2, [(0, 10, 1), (11, n, 2)])
     return truncate_follower(leader, follower, protocol)
 
 
@@ -126,8 +126,8 @@ def test_kip279_scenario1_with_a_diverging_epoch_fetch(n: int) -> None:
 def test_kip279_scenario2() -> None:
     # "Broker A sends OffsetForLeaderEpoch request to broker B with leader_epoch = 1. Broker B
     # responds with {leader_epoch 1, offset 21}. Broker A does not truncate."
-    a = Lineage.from_spec(1, [(0, 10, 1), (11, 20, 1)], high_watermark=11)
-    b = Lineage.from_spec(2, [(0, 10, 1), (11, 20, 1)], high_watermark=21)
+    a = from_spec(1, [(0, 10, 1), (11, 20, 1)], high_watermark=11)
+    b = from_spec(2, [(0, 10, 1), (11, 20, 1)], high_watermark=21)
     result = truncate_follower(b, a, Protocol.KIP_279)
     assert result.describe() == [
         "follower asked for epoch 1; leader answered epoch 1, offset 21 (KIP-279 rules); "
@@ -150,8 +150,8 @@ def test_kip279_scenario3_two_rounds() -> None:
     # with (leader_epoch 1, offset 1). Broker A sends another OffsetForLeaderEpoch to broker B
     # with leader_epoch 0. Broker B responds with UNKNOWN_OFFSET_FOR_LEADER_EPOCH ... Broker A
     # will truncate to its HW which is offet 0 and starts fetching from offset 0."
-    a = Lineage.from_spec(1, A_UNCLEAN, high_watermark=0)
-    b = Lineage.from_spec(2, B_UNCLEAN, high_watermark=2)
+    a = from_spec(1, A_UNCLEAN, high_watermark=0)
+    b = from_spec(2, B_UNCLEAN, high_watermark=2)
     result = truncate_follower(b, a, Protocol.KIP_279)
     assert result.describe() == [
         "follower asked for epoch 2; leader answered epoch 1, offset 1 (KIP-279 rules); "
@@ -172,8 +172,8 @@ def test_kip101_appendix_a_under_kip101_rules() -> None:
     # KIP-101 appendix (a): "It sends a Epoch Request for Epoch 2 to broker B. B has only
     # epochs 1,3, not 2, so it replies with the first offset of Epoch 3 (which is 1). So
     # offset 0 is divergent."
-    a = Lineage.from_spec(1, A_UNCLEAN, high_watermark=0)
-    b = Lineage.from_spec(2, B_UNCLEAN)
+    a = from_spec(1, A_UNCLEAN, high_watermark=0)
+    b = from_spec(2, B_UNCLEAN)
     result = truncate_follower(b, a, Protocol.KIP_101)
     assert result.describe()[0] == (
         "follower asked for epoch 2; leader answered offset 1 "
@@ -190,8 +190,8 @@ def test_kip101_appendix_a_under_kip101_rules() -> None:
 def test_kip101_scenario1() -> None:
     # A (follower) has m1 and m2 but only knows m1 is committed (high watermark 1: the
     # figure's "HW -> 0 m1"). A restarts.
-    a = Lineage.from_spec(1, [(0, 0, 0), (1, 1, 0)], high_watermark=1)
-    b = Lineage.from_spec(2, [(0, 0, 0), (1, 1, 0)], high_watermark=2)
+    a = from_spec(1, [(0, 0, 0), (1, 1, 0)], high_watermark=1)
+    b = from_spec(2, [(0, 0, 0), (1, 1, 0)], high_watermark=2)
     # Before KIP-101: "It truncates its log to the high watermark" -- if B fails now, m2 is
     # gone for good.
     before = truncate_follower(b, a, Protocol.HIGH_WATERMARK)
@@ -214,8 +214,8 @@ def test_kip101_scenario1() -> None:
 def test_kip101_scenario2() -> None:
     # After a power outage, B (which lost m2) leads epoch 1 and writes m3 at offset 1. A had
     # m2 committed (high watermark 2).
-    a = Lineage.from_spec(1, [(0, 0, 0), (1, 1, 0)], high_watermark=2)
-    b = Lineage.from_spec(2, [(0, 0, 0), (1, 1, 1)])
+    a = from_spec(1, [(0, 0, 0), (1, 1, 0)], high_watermark=2)
+    b = from_spec(2, [(0, 0, 0), (1, 1, 1)])
     # Before KIP-101 the replicas diverge: A keeps m2 where B has m3.
     before = truncate_follower(b, a, Protocol.HIGH_WATERMARK)
     assert before.outcome is Outcome.DIVERGED and before.diverged_at == 1
@@ -248,8 +248,8 @@ def test_leader_answers() -> None:
 
 
 def test_follower_without_epochs_falls_back_to_its_high_watermark() -> None:
-    leader = Lineage.from_spec(1, [(0, 0, -1), (1, 1, -1), (2, 2, -1)])
-    follower = Lineage.from_spec(2, [(0, 0, -1), (1, 1, -1, "x")], high_watermark=1)
+    leader = from_spec(1, [(0, 0, -1), (1, 1, -1), (2, 2, -1)])
+    follower = from_spec(2, [(0, 0, -1), (1, 1, -1, "x")], high_watermark=1)
     for protocol in (Protocol.KIP_101, Protocol.KIP_279):
         result = truncate_follower(leader, follower, protocol)
         assert result.rounds[0].request == "high-watermark" and result.truncation_offset == 1
@@ -257,8 +257,8 @@ def test_follower_without_epochs_falls_back_to_its_high_watermark() -> None:
 
 
 def test_follower_below_the_leaders_log_start() -> None:
-    leader = Lineage.from_spec(1, [(100, 109, 4)], log_start_offset=100)
-    follower = Lineage.from_spec(2, [(0, 9, 1)])
+    leader = from_spec(1, [(100, 109, 4)], log_start_offset=100)
+    follower = from_spec(2, [(0, 9, 1)])
     result = truncate_follower(leader, follower, Protocol.KIP_279)
     assert "restarts its log there" in result.describe()[-3]
     assert spans(result.follower_log) == [(100, 109, 4)]
@@ -266,8 +266,8 @@ def test_follower_below_the_leaders_log_start() -> None:
 
 def test_follower_ahead_of_the_leader_in_the_same_epoch() -> None:
     # The leader was elected at offset 15 with epoch 2 and has written nothing yet.
-    leader = Lineage.from_spec(1, [(0, 14, 1)], epochs=[(1, 0), (2, 15)])
-    follower = Lineage.from_spec(2, [(0, 14, 1), (15, 20, 1)])
+    leader = from_spec(1, [(0, 14, 1)], epochs=[(1, 0), (2, 15)])
+    follower = from_spec(2, [(0, 14, 1), (15, 20, 1)])
     for protocol in (Protocol.KIP_101, Protocol.KIP_279, Protocol.DIVERGING_EPOCH):
         result = truncate_follower(leader, follower, protocol)
         assert result.truncation_offset == 15, protocol
@@ -340,8 +340,8 @@ def brute_force_prefix(leader: list, follower: list) -> int:
 @given(valid_histories())
 def test_kip279_truncates_to_the_largest_common_prefix(history: tuple) -> None:
     leader_spec, follower_spec, cache = history
-    leader = Lineage.from_spec(1, leader_spec, epochs=cache)
-    follower = Lineage.from_spec(2, follower_spec, high_watermark=0)
+    leader = from_spec(1, leader_spec, epochs=cache)
+    follower = from_spec(2, follower_spec, high_watermark=0)
     expected = brute_force_prefix(leader_spec, follower_spec)
     result = truncate_follower(leader, follower, Protocol.KIP_279)
     assert result.truncation_offset == expected

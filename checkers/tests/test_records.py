@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from crc32c import crc32c
 
-from checkers import craft
+from checkers.encode import encode_record
 from checkers.errors import (
     CorruptBatch,
     CrcMismatch,
@@ -32,6 +32,7 @@ from checkers.records import (
     read_records,
     xxh32,
 )
+from testsupport import craft
 
 
 def scan(data: bytes, final: bool = True) -> tuple[list[Batch], ScanState]:
@@ -121,7 +122,7 @@ def test_control_batch_flags() -> None:
 
 
 def test_record_headers_and_keys() -> None:
-    body = craft.encode_record(0, b"v", b"k", headers=[("h1", b"x"), ("h2", None)])
+    body = encode_record(0, b"v", b"k", headers=[("h1", b"x"), ("h2", None)])
     data = craft.encode_v2_batch(0, [b"unused"], record_bytes=body)
     (rec,) = read_records(data, 0)
     assert (rec.key, rec.value, rec.headers) == (b"k", b"v", (("h1", b"x"), ("h2", None)))

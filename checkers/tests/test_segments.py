@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from checkers import craft
 from checkers.errors import CrcMismatch, OffsetOrderError, TruncatedBatch, UnreadableFile
 from checkers.segments import list_segments, scan_partition
+from testsupport import craft, damage
 
 SPECS = [(0, 4, 1), (5, 9, 1), (10, 14, 2), (15, 19, 2), (20, 24, 3)]
 
@@ -59,8 +59,8 @@ def test_empty_active_segment_and_preallocated_tail(tmp_path: Path) -> None:
 def test_torn_tail_only_in_the_last_segment(tmp_path: Path) -> None:
     pdir = tmp_path / "t-0"
     first, last = craft.write_segments(pdir, SPECS, roll_at=[10])
-    craft.cut_file(first, 7)
-    craft.cut_file(last, 7)
+    damage.cut_file(first, 7)
+    damage.cut_file(last, 7)
     scan = scan_partition(pdir)
     assert [b.base_offset for b in scan.batches] == [0, 10, 15]
     assert scan.torn_tail is not None and scan.torn_tail.path == str(last)
@@ -71,8 +71,8 @@ def test_torn_tail_only_in_the_last_segment(tmp_path: Path) -> None:
 def test_bad_batch_in_the_middle_does_not_stop_the_scan(tmp_path: Path) -> None:
     pdir = tmp_path / "t-0"
     (seg,) = craft.write_segments(pdir, SPECS)
-    positions = craft.batch_positions(seg.read_bytes())
-    craft.flip_byte(seg, positions[2] + 70)
+    positions = damage.batch_positions(seg.read_bytes())
+    damage.flip_byte(seg, positions[2] + 70)
     scan = scan_partition(pdir)
     assert [b.crc_valid for b in scan.batches] == [True, True, False, True, True]
     (error,) = scan.errors
@@ -130,12 +130,12 @@ def test_crafted_damage_kinds(tmp_path: Path) -> None:
     for how, error_type in expected.items():
         pdir = tmp_path / how / "t-0"
         (seg,) = craft.write_segments(pdir, SPECS)
-        position = craft.damage_batch(seg, 1, how)
+        position = damage.damage_batch(seg, 1, how)
         scan = scan_partition(pdir)
         assert isinstance(scan.errors[0], error_type) and scan.errors[0].offset == position
     pdir = tmp_path / "torn" / "t-0"
     (seg,) = craft.write_segments(pdir, SPECS)
-    position = craft.damage_batch(seg, 4, "torn")
+    position = damage.damage_batch(seg, 4, "torn")
     scan = scan_partition(pdir)
     assert not scan.errors and scan.torn_tail is not None
     assert scan.torn_tail.position == position and len(scan.batches) == 4

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from checkers.lineage import Lineage
 from checkers.model import Outcome, Protocol
 from checkers.verdict import CONSISTENT, DIVERGED, judge_partition, pick_leader
+from testsupport.lineages import from_spec
 
 LOG = [(0, 9, 1), (10, 19, 1), (20, 29, 3)]
 
@@ -14,9 +14,9 @@ LOG = [(0, 9, 1), (10, 19, 1), (20, 29, 3)]
 def test_identical_and_lagging_replicas_are_consistent() -> None:
     verdict = judge_partition(
         [
-            Lineage.from_spec(1, LOG, high_watermark=30),
-            Lineage.from_spec(2, LOG[:2], high_watermark=20),
-            Lineage.from_spec(3, LOG[1:], log_start_offset=10),
+            from_spec(1, LOG, high_watermark=30),
+            from_spec(2, LOG[:2], high_watermark=20),
+            from_spec(3, LOG[1:], log_start_offset=10),
         ]
     )
     assert verdict.status == CONSISTENT and verdict.diverged_at is None
@@ -28,9 +28,9 @@ def test_identical_and_lagging_replicas_are_consistent() -> None:
 def test_divergence_above_the_high_watermark() -> None:
     verdict = judge_partition(
         [
-            Lineage.from_spec(1, LOG, high_watermark=10),
-            Lineage.from_spec(2, [(0, 9, 1), (10, 15, 2)], high_watermark=10),
-            Lineage.from_spec(3, LOG[:2], high_watermark=10),
+            from_spec(1, LOG, high_watermark=10),
+            from_spec(2, [(0, 9, 1), (10, 15, 2)], high_watermark=10),
+            from_spec(3, LOG[:2], high_watermark=10),
         ]
     )
     assert verdict.status == DIVERGED and verdict.diverged_at == 10
@@ -49,9 +49,9 @@ def test_divergence_above_the_high_watermark() -> None:
 def test_divergence_below_the_high_watermark_and_absent_replicas() -> None:
     verdict = judge_partition(
         [
-            Lineage.from_spec(1, [(0, 9, 1), (10, 19, 1)], high_watermark=20),
-            Lineage.from_spec(2, [(0, 9, 1), (10, 19, 4)], high_watermark=10),
-            Lineage.from_spec(3, [(0, 9, 1)]),
+            from_spec(1, [(0, 9, 1), (10, 19, 1)], high_watermark=20),
+            from_spec(2, [(0, 9, 1), (10, 19, 4)], high_watermark=10),
+            from_spec(3, [(0, 9, 1)]),
         ]
     )
     assert verdict.diverged_at == 10 and verdict.below_high_watermark
@@ -62,8 +62,8 @@ def test_divergence_below_the_high_watermark_and_absent_replicas() -> None:
 
 def test_known_leader_and_protocol_choice() -> None:
     lineages = [
-        Lineage.from_spec(1, [(0, 10, 1), (11, 20, 1), (21, 30, 3)]),
-        Lineage.from_spec(2, [(0, 10, 1), (11, 20, 2)]),
+        from_spec(1, [(0, 10, 1), (11, 20, 1), (21, 30, 3)]),
+        from_spec(2, [(0, 10, 1), (11, 20, 2)]),
     ]
     verdict = judge_partition(lineages, protocol=Protocol.KIP_101)
     assert verdict.leader == 1 and verdict.leader_source.startswith("replica with")
@@ -74,14 +74,12 @@ def test_known_leader_and_protocol_choice() -> None:
 
 
 def test_same_offsets_and_epoch_but_other_crc_gets_a_note() -> None:
-    verdict = judge_partition(
-        [Lineage.from_spec(1, [(0, 9, 1)]), Lineage.from_spec(2, [(0, 9, 1, "rewritten")])]
-    )
+    verdict = judge_partition([from_spec(1, [(0, 9, 1)]), from_spec(2, [(0, 9, 1, "rewritten")])])
     assert verdict.diverged_at == 0
     assert any("differ only in CRC" in n for n in verdict.notes)
 
 
 def test_single_replica_and_no_replicas() -> None:
-    assert judge_partition([Lineage.from_spec(1, LOG)]).status == CONSISTENT
+    assert judge_partition([from_spec(1, LOG)]).status == CONSISTENT
     with pytest.raises(ValueError):
         judge_partition([])

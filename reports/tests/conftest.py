@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from reports import crafted
 from reports.pipeline import PipelineResult, run_pipeline
 from reports.render import write_reports
 from reports.sources import run_source
 from reports.spark import stop_session
+from testsupport import runs as crafted
 
 MASTER = "local[2]"
 KIP_RUN = "kip-279-s1-equal-1.1.1-zk-20261122-000000-aaaaaa"

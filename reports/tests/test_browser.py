@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from checkers.audit import audit
-from reports.crafted import HOSTILE
 from reports.pipeline import run_pipeline
 from reports.render import write_reports
 from reports.sources import protocol_for_release, run_source
 from reports.tests import browser
 from reports.tests.conftest import HOSTILE_RUN, KIP_RUN, MASTER
 from reports.tests.dom import Element, parse, squash
+from testsupport.runs import HOSTILE
 
 
 def screenshot_path(name: str) -> Path | None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from checkers import audit as checkers_audit
-from checkers import craft
-from checkers.craft import PartitionSpec
 from reports.cli import add_audit_html_arguments, add_report_arguments, run_audit, run_report
 from reports.tests.conftest import KIP_RUN, MASTER
+from testsupport import craft
+from testsupport.craft import PartitionSpec
 
 LOG = [(0, 9, 1), (10, 19, 1), (20, 29, 2), (30, 39, 2), (40, 49, 3)]
 

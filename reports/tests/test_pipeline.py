@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from checkers import craft
 from checkers.audit import audit
-from checkers.craft import PartitionSpec
 from checkers.model import Protocol
 from reports.pipeline import PipelineResult, read_table, run_pipeline
 from reports.sources import audit_source, protocol_for_release, run_source
 from reports.tests.conftest import HOSTILE_RUN, KIP_RUN, MASTER, NOT_REACHED_RUN, SMOKE_RUN
+from testsupport import craft, damage
+from testsupport.craft import PartitionSpec
 
 LOG = [(0, 9, 1), (10, 19, 1), (20, 29, 2), (30, 39, 2), (40, 49, 3)]
 TABLES = {
@@ -167,8 +167,8 @@ def test_audits_through_spark_answer_as_checkers_audit(tmp_path: Path) -> None:
         tmp_path / "bad", {1: {("t", 0): LOG, ("u", 0): LOG}, 2: {("t", 0): LOG, ("u", 0): LOG}}
     )
     seg = bad[1] / "u-0" / craft.segment_name(0)
-    craft.flip_byte(seg, craft.batch_positions(seg.read_bytes())[1] + 40)
-    craft.cut_file(bad[0] / "t-0" / craft.segment_name(0), 5)
+    damage.flip_byte(seg, damage.batch_positions(seg.read_bytes())[1] + 40)
+    damage.cut_file(bad[0] / "t-0" / craft.segment_name(0), 5)
     (bad[0] / "t-0" / "00000000000000000000.log.swap").write_bytes(b"x")
     cases["bad"] = ([*bad, tmp_path / "missing"], {})
     twice = craft.write_log_dir(tmp_path / "twice-a", 1, {("t", 0): LOG})

@@ -11,14 +11,14 @@ import xml.etree.ElementTree as ET
 from importlib import metadata
 from pathlib import Path
 
-from reports import crafted
 from reports.pytest_plugin import session_run_dirs
 from reports.tests.conftest import MASTER
+from testsupport import runs as crafted
 
 SCENARIO_TEST = """
 from pathlib import Path
 
-from reports import crafted
+from testsupport import runs as crafted
 
 
 def test_scenario(logfork_runs: Path) -> None:

@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 
 from reports import charts
-from reports.crafted import HOSTILE
 from reports.render import INDEX_JSON, render_report, write_index
 from reports.tests.conftest import HOSTILE_RUN, KIP_RUN, NOT_REACHED_RUN, SMOKE_RUN
 from reports.view import index_entry, index_view, run_view
+from testsupport.runs import HOSTILE
 
 EXTERNAL = [
     re.compile(r"""(?:src|href|xlink:href|action|poster)\s*=\s*["']?\s*(?:https?:)?//""", re.I),

@@ -8,11 +8,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from reports import crafted
 from reports.pipeline import PipelineResult, run_pipeline
 from reports.sources import audit_source, run_source
 from reports.spark import get_session, stop_session
 from reports.view import run_view
+from testsupport import runs as crafted
 
 
 def inputs(root: Path) -> list[Any]:

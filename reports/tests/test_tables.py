@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from checkers import craft
-from checkers.craft import PartitionSpec
 from checkers.errors import CrcMismatch
 from checkers.lineage import read_log_dir
 from checkers.metadata_log import decode_metadata_log
 from checkers.verdict import judge_partition
 from reports import tables as T
+from testsupport import craft, damage
+from testsupport.craft import PartitionSpec
 
 LOG = [(0, 9, 1), (10, 19, 1), (20, 29, 2), (30, 39, 2), (40, 49, 3)]
 
@@ -32,8 +32,8 @@ def crafted_log_dir(tmp_path: Path) -> Path:
         },
     )
     segment = root / "torn-0" / craft.segment_name(0)
-    craft.flip_byte(segment, craft.batch_positions(segment.read_bytes())[1] + 40)
-    craft.cut_file(segment, 7)
+    damage.flip_byte(segment, damage.batch_positions(segment.read_bytes())[1] + 40)
+    damage.cut_file(segment, 7)
     (root / "t-0" / "00000000000000000000.log.deleted").write_bytes(b"x")
     return root
 
@@ -106,7 +106,7 @@ def test_metadata_log_survives_json(tmp_path: Path) -> None:
     )
     pdir = tmp_path / "__cluster_metadata-0"
     meta.write(pdir)
-    craft.cut_file(pdir / craft.segment_name(0), 3)
+    damage.cut_file(pdir / craft.segment_name(0), 3)
     log = decode_metadata_log(pdir)
     assert log.events and log.torn_tail is not None
     assert T.metadata_log_from_json(T.metadata_log_json(log)) == log

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from checkers import craft
 from checkers.audit import audit
-from checkers.craft import PartitionSpec
-from checkers.lineage import Lineage
 from checkers.model import Protocol, truncate_follower
+from testsupport import craft
+from testsupport.craft import PartitionSpec
+from testsupport.lineages import from_spec
 
 T0 = 1_795_300_000.0  # wall-clock start of crafted runs (seconds)
 HOSTILE = "<script>alert(1)</script>"
@@ -96,8 +96,8 @@ def kip279_s1_equal(
         return round(start + seconds, 3)
 
     # What the model says when broker 2 rejoins: the log it had then, against the leader's.
-    leader = Lineage.from_spec(1, [b[:3] for b in LEADER_LOG])
-    rejoining = Lineage.from_spec(2, [b[:3] for b in FOLLOWER_LOG[:2]])
+    leader = from_spec(1, [b[:3] for b in LEADER_LOG])
+    rejoining = from_spec(2, [b[:3] for b in FOLLOWER_LOG[:2]])
     model = truncate_follower(leader, rejoining, Protocol.KIP_101)
     other = HOSTILE if hostile else "u"
     timeline: list[dict[str, Any]] = [

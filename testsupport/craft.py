@@ -8,9 +8,7 @@ tests can craft whole log dirs, healthy or deliberately broken. Layouts are docu
 
 from __future__ import annotations
 
-import base64
 import functools
-import gzip
 import json
 import struct
 import uuid
@@ -20,142 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import lz4.frame
-import snappy
-import zstandard
-from crc32c import crc32c
-
-from checkers.records import LOG_OVERHEAD, xxh32
-
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-BASE_TIMESTAMP = 1_700_000_000_000
-
-
-# --------------------------------------------------------------------------------------
-# Varints and flexible-version primitives
-
-
-def varint(n: int) -> bytes:
-    """Zigzag varint/varlong, as in v2 records."""
-    return uvarint((n << 1) ^ (n >> 63))
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    n &= (1 << 64) - 1
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-# --------------------------------------------------------------------------------------
-# v2 record batches
-
-
-def encode_record(
-    offset_delta: int,
-    value: bytes | None,
-    key: bytes | None = None,
-    timestamp_delta: int = 0,
-    headers: Sequence[tuple[str, bytes | None]] = (),
-) -> bytes:
-    body = bytearray(b"\x00")
-    body += varint(timestamp_delta) + varint(offset_delta)
-    for blob in (key, value):
-        body += varint(-1) if blob is None else varint(len(blob)) + blob
-    body += varint(len(headers))
-    for hkey, hval in headers:
-        raw = hkey.encode()
-        body += varint(len(raw)) + raw
-        body += varint(-1) if hval is None else varint(len(hval)) + hval
-    return varint(len(body)) + bytes(body)
-
-
-def compress(codec: str, data: bytes, magic: int = 2) -> bytes:
-    """Compress as Kafka's producers and brokers do (snappy-java framing, KafkaLZ4 frames)."""
-    if codec == "none":
-        return data
-    if codec == "gzip":
-        return gzip.compress(data, mtime=0)
-    if codec == "snappy":
-        block = snappy.compress(data)
-        return b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
-    if codec == "lz4":
-        frame = bytearray(
-            lz4.frame.compress(
-                data,
-                block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-                block_linked=False,
-                content_checksum=False,
-                store_size=False,
-            )
-        )
-        if magic == 0:
-            # KAFKA-3160: magic 0 frames hash the frame magic into the descriptor checksum.
-            frame[6] = (xxh32(bytes(frame[0:6])) >> 8) & 0xFF
-        return bytes(frame)
-    if codec == "zstd":
-        return zstandard.ZstdCompressor(write_content_size=False).compress(data)
-    raise ValueError(f"unknown codec {codec!r}")
-
-
-def encode_v2_batch(
-    base_offset: int,
-    records: Sequence[bytes | tuple[bytes | None, bytes | None] | None] | None = None,
-    *,
-    last_offset: int | None = None,
-    leader_epoch: int = 0,
-    compression: str = "none",
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    is_transactional: bool = False,
-    is_control: bool = False,
-    log_append_time: bool = False,
-    base_timestamp: int | None = None,
-    record_bytes: bytes | None = None,
-) -> bytes:
-    """One v2 batch. `records` are values or (key, value) pairs at consecutive offsets.
-
-    With `last_offset` and no `records`, the batch holds one small record per offset.
-    `record_bytes` replaces the encoded records section outright (for crafting oddities).
-    """
-    if records is None:
-        last = base_offset if last_offset is None else last_offset
-        records = [f"v{off}-e{leader_epoch}".encode() for off in range(base_offset, last + 1)]
-    count = len(records)
-    last_delta = count - 1 if last_offset is None else last_offset - base_offset
-    ts = BASE_TIMESTAMP + base_offset if base_timestamp is None else base_timestamp
-    if record_bytes is None:
-        encoded = bytearray()
-        for i, rec in enumerate(records):
-            key, value = rec if isinstance(rec, tuple) else (None, rec)
-            encoded += encode_record(i, value, key, timestamp_delta=i)
-        record_bytes = compress(compression, bytes(encoded))
-    attrs = CODECS[compression]
-    attrs |= 0x08 if log_append_time else 0
-    attrs |= 0x10 if is_transactional else 0
-    attrs |= 0x20 if is_control else 0
-    max_ts = ts + max(count - 1, 0)
-    after_crc = (
-        struct.pack(
-            ">hiqqqhii",
-            attrs,
-            last_delta,
-            ts,
-            max_ts,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        )
-        + record_bytes
-    )
-    length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
-    header = struct.pack(">qiibI", base_offset, length, leader_epoch, 2, crc32c(after_crc))
-    return header + after_crc
+from checkers.codec import compact_int32s, compact_uuids, tagged, uuid_bytes, uuid_text, uvarint
+from checkers.encode import BASE_TIMESTAMP, CODECS, compress, encode_v2_batch
 
 
 def encode_control_batch(
@@ -356,11 +220,7 @@ def write_offset_checkpoint(path: Path | str, offsets: Mapping[tuple[str, int], 
 def kafka_uuid(seed: str | None = None) -> str:
     """A Kafka Uuid string: URL-safe base64 of 16 bytes, no padding."""
     raw = uuid.uuid5(uuid.NAMESPACE_URL, seed).bytes if seed is not None else uuid.uuid4().bytes
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def uuid_bytes(kafka_id: str) -> bytes:
-    return base64.urlsafe_b64decode(kafka_id + "=" * (-len(kafka_id) % 4))
+    return uuid_text(raw)
 
 
 def write_meta_properties(
@@ -507,30 +367,13 @@ def write_run_dir(run_dir: Path | str, nodes: Mapping[str, Mapping[str, Any]]) -
 # KRaft metadata records
 
 
-def _compact_int_array(values: Sequence[int] | None) -> bytes:
-    if values is None:
-        return uvarint(0)
-    return uvarint(len(values) + 1) + b"".join(struct.pack(">i", v) for v in values)
-
-
-def _compact_uuid_array(values: Sequence[str]) -> bytes:
-    return uvarint(len(values) + 1) + b"".join(uuid_bytes(v) for v in values)
-
-
-def _tagged(fields_: Mapping[int, bytes]) -> bytes:
-    out = uvarint(len(fields_))
-    for tag in sorted(fields_):
-        out += uvarint(tag) + uvarint(len(fields_[tag])) + fields_[tag]
-    return out
-
-
 def metadata_frame(api_key: int, version: int, body: bytes, frame_version: int = 1) -> bytes:
     return uvarint(frame_version) + uvarint(api_key) + uvarint(version) + body
 
 
 def encode_topic_record(name: str, topic_id: str) -> bytes:
     raw = name.encode()
-    return metadata_frame(2, 0, uvarint(len(raw) + 1) + raw + uuid_bytes(topic_id) + _tagged({}))
+    return metadata_frame(2, 0, uvarint(len(raw) + 1) + raw + uuid_bytes(topic_id) + tagged({}))
 
 
 def encode_partition_record(
@@ -549,17 +392,17 @@ def encode_partition_record(
     extra_tags: Mapping[int, bytes] | None = None,
 ) -> bytes:
     body = struct.pack(">i", partition) + uuid_bytes(topic_id)
-    body += _compact_int_array(replicas) + _compact_int_array(isr)
-    body += _compact_int_array([]) + _compact_int_array([])  # removing, adding
+    body += compact_int32s(replicas) + compact_int32s(isr)
+    body += compact_int32s([]) + compact_int32s([])  # removing, adding
     body += struct.pack(">iii", leader, leader_epoch, partition_epoch)
     if version >= 1:
-        body += _compact_uuid_array(directories or ["AAAAAAAAAAAAAAAAAAAAAA"] * len(replicas))
+        body += compact_uuids(directories or ["AAAAAAAAAAAAAAAAAAAAAA"] * len(replicas))
     tags: dict[int, bytes] = dict(extra_tags or {})
     if leader_recovery_state != 0:  # tagged field 0, written only when not the default
         tags[0] = struct.pack(">b", leader_recovery_state)
     if version >= 2 and eligible_leader_replicas is not None:
-        tags[1] = _compact_int_array(eligible_leader_replicas)
-    return metadata_frame(3, version, body + _tagged(tags))
+        tags[1] = compact_int32s(eligible_leader_replicas)
+    return metadata_frame(3, version, body + tagged(tags))
 
 
 def encode_partition_change_record(
@@ -576,21 +419,21 @@ def encode_partition_change_record(
 ) -> bytes:
     tags: dict[int, bytes] = dict(extra_tags or {})
     if isr is not None:
-        tags[0] = _compact_int_array(isr)
+        tags[0] = compact_int32s(isr)
     if leader != -2:
         tags[1] = struct.pack(">i", leader)
     if replicas is not None:
-        tags[2] = _compact_int_array(replicas)
+        tags[2] = compact_int32s(replicas)
     if leader_recovery_state != -1:
         tags[5] = struct.pack(">b", leader_recovery_state)
     if version >= 1 and directories is not None:
-        tags[8] = _compact_uuid_array(directories)
-    body = struct.pack(">i", partition) + uuid_bytes(topic_id) + _tagged(tags)
+        tags[8] = compact_uuids(directories)
+    body = struct.pack(">i", partition) + uuid_bytes(topic_id) + tagged(tags)
     return metadata_frame(5, version, body)
 
 
 def encode_remove_topic_record(topic_id: str) -> bytes:
-    return metadata_frame(9, 0, uuid_bytes(topic_id) + _tagged({}))
+    return metadata_frame(9, 0, uuid_bytes(topic_id) + tagged({}))
 
 
 def encode_leader_change(
@@ -599,11 +442,11 @@ def encode_leader_change(
     """LeaderChangeMessage v0 value (flexible): Version, LeaderId, Voters, GrantingVoters."""
 
     def voter_array(ids: Sequence[int]) -> bytes:
-        return uvarint(len(ids) + 1) + b"".join(struct.pack(">i", v) + _tagged({}) for v in ids)
+        return uvarint(len(ids) + 1) + b"".join(struct.pack(">i", v) + tagged({}) for v in ids)
 
     granting = voters if granting is None else granting
     return (
-        struct.pack(">hi", 0, leader_id) + voter_array(voters) + voter_array(granting) + _tagged({})
+        struct.pack(">hi", 0, leader_id) + voter_array(voters) + voter_array(granting) + tagged({})
     )
 
 
@@ -648,57 +491,3 @@ class MetadataLogBuilder:
         path = pdir / segment_name(base_offset)
         path.write_bytes(bytes(self.data))
         return path
-
-
-# --------------------------------------------------------------------------------------
-# Breaking things
-
-
-def flip_byte(path: Path | str, position: int, mask: int = 0xFF) -> None:
-    """XOR one byte of a file (for crafting corrupt inputs; never used on real data)."""
-    p = Path(path)
-    data = bytearray(p.read_bytes())
-    data[position] ^= mask
-    p.write_bytes(bytes(data))
-
-
-def cut_file(path: Path | str, drop: int) -> None:
-    """Remove the last `drop` bytes of a file, as a crash mid-write leaves it."""
-    p = Path(path)
-    data = p.read_bytes()
-    p.write_bytes(data[: len(data) - drop])
-
-
-def damage_batch(path: Path | str, index: int, how: str) -> int:
-    """Break the `index`-th entry of a segment file in place; returns its byte position.
-
-    how: "crc" (a byte under the checksum changes), "length" (a length no batch can have),
-    "magic" (an unknown magic byte), "torn" (the file ends halfway through this entry, as a
-    crash mid-write leaves it; everything after it goes too).
-    """
-    p = Path(path)
-    data = bytearray(p.read_bytes())
-    position = batch_positions(bytes(data))[index]
-    (length,) = struct.unpack_from(">i", data, position + 8)
-    if how == "crc":
-        data[position + LOG_OVERHEAD + length - 1] ^= 0xFF
-    elif how == "length":
-        data[position + 8 : position + 12] = struct.pack(">i", 3)
-    elif how == "magic":
-        data[position + 16] = 9
-    elif how == "torn":
-        del data[position + (LOG_OVERHEAD + length) // 2 :]
-    else:
-        raise ValueError(f"unknown damage {how!r}")
-    p.write_bytes(bytes(data))
-    return position
-
-
-def batch_positions(data: bytes) -> list[int]:
-    """Byte positions of the entries in a well-formed segment."""
-    out, pos = [], 0
-    while pos + LOG_OVERHEAD <= len(data):
-        (length,) = struct.unpack_from(">i", data, pos + 8)
-        out.append(pos)
-        pos += LOG_OVERHEAD + length
-    return out
