@@ -72,14 +72,14 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(measure(args.dirs, args.worker, args.repeat, Path(tmp))))
         return 0
 
-    from testsupport.runs import many_partitions
+    from benchmarks.fleet_data import write_fleet
 
     with tempfile.TemporaryDirectory(prefix="logfork-bench-") as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
         mark = time.monotonic()
-        dirs = many_partitions(
+        dirs = write_fleet(
             root, partitions=args.partitions, brokers=args.replicas, batches=args.batches
-        )
+        ).dirs
         print(
             f"crafted {args.partitions} partitions x {args.replicas} replicas x "
             f"{args.batches} batches in {time.monotonic() - mark:.1f}s",

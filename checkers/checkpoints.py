@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,13 @@ def read_quorum_state(path: Path | str) -> QuorumState:
         )
     except (TypeError, ValueError, KeyError) as exc:
         raise BadPropertiesFile(str(path), None, f"unexpected field value: {exc}") from None
+
+
+def quorum_leader(states: Iterable[QuorumState]) -> int | None:
+    """The quorum leader, from the voters' quorum-state files: the leader of the highest
+    epoch any voter recorded a leader for (KIP-595: an epoch has at most one leader, and a
+    voter learns of a newer epoch's leader before it acts on it). States without a leader
+    are passed over: a voter cut off from the others campaigns in ever higher epochs that
+    never get one (before KIP-996's pre-vote)."""
+    led = [(s.leader_epoch, s.leader_id) for s in states if s.leader_id >= 0]
+    return max(led)[1] if led else None

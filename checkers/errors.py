@@ -40,8 +40,19 @@ class LogReadError(Exception):
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.path, self.offset, self.reason))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other constructor arguments (CrcMismatch); pickle and copy go
+        # through the three fields every error has.
+        return (_rebuild, (type(self), self.path, self.offset, self.reason))
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "path": self.path, "offset": self.offset, "reason": self.reason}
+
+
+def _rebuild(cls: type[LogReadError], path: str, offset: int | None, reason: str) -> LogReadError:
+    error = cls.__new__(cls)
+    LogReadError.__init__(error, path, offset, reason)
+    return error
 
 
 class UnreadableFile(LogReadError):

@@ -44,6 +44,7 @@ from typing import Any
 
 from checkers.codec import DecodeError, Reader
 from checkers.errors import BadMetadataRecord, LogReadError, TornTail, UnreadableFile
+from checkers.protocol import RecoveryState
 from checkers.records import Batch, ScanState, iter_batch_rows, make_batch, read_records
 from checkers.segments import list_segments
 
@@ -69,8 +70,6 @@ BROKER_RECORDS = (
 LEADER_CHANGE = 2  # control record type
 
 NO_LEADER_CHANGE = -2
-RECOVERED, RECOVERING = 0, 1
-RECOVERY_STATE_NAMES = {RECOVERED: "RECOVERED", RECOVERING: "RECOVERING"}
 
 
 def _tag_int(tags: dict[int, bytes], tag: int, fmt: str, default: int) -> int:
@@ -80,6 +79,13 @@ def _tag_int(tags: dict[int, bytes], tag: int, fmt: str, default: int) -> int:
     if len(raw) != struct.calcsize(fmt):
         raise DecodeError(f"tagged field {tag} has {len(raw)} bytes")
     return struct.unpack(fmt, raw)[0]
+
+
+def _recovery_state(value: int) -> RecoveryState:
+    try:
+        return RecoveryState(value)
+    except ValueError:
+        raise DecodeError(f"unknown LeaderRecoveryState {value}") from None
 
 
 def _tag_int32s(tags: dict[int, bytes], tag: int) -> tuple[int, ...] | None:
@@ -164,12 +170,12 @@ def _partition_record(reader: Reader, version: int, flexible: bool) -> dict[str,
     out["leader"] = reader.int32()
     out["leader_epoch"] = reader.int32()
     out["partition_epoch"] = reader.int32()
-    out["leader_recovery_state"] = RECOVERED
+    out["leader_recovery_state"] = RecoveryState.RECOVERED
     if flexible:
         if version >= 1:  # KIP-858; versions above 2 are read with the newest known layout
             out["directories"] = reader.compact_uuids() or ()
         tags = reader.tagged_fields()
-        out["leader_recovery_state"] = _tag_int(tags, 0, ">b", RECOVERED)
+        out["leader_recovery_state"] = _recovery_state(_tag_int(tags, 0, ">b", 0))
         out["eligible_leader_replicas"] = _tag_int32s(tags, 1)
     return out
 
@@ -204,7 +210,8 @@ def _partition_change_record(reader: Reader, version: int) -> dict[str, Any]:
     out["isr"] = _tag_int32s(tags, 0)
     out["leader"] = _tag_int(tags, 1, ">i", NO_LEADER_CHANGE)
     out["replicas"] = _tag_int32s(tags, 2)
-    out["leader_recovery_state"] = _tag_int(tags, 5, ">b", -1)
+    change = _tag_int(tags, 5, ">b", -1)
+    out["leader_recovery_state"] = None if change == -1 else _recovery_state(change)
     out["eligible_leader_replicas"] = _tag_int32s(tags, 6)
     return out
 
@@ -253,7 +260,7 @@ class PartitionStateEvent:
     partition_epoch: int
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
-    leader_recovery_state: int
+    leader_recovery_state: RecoveryState
     offset: int  # offset of the record in the metadata log
     batch_offset: int  # base offset of its batch
     raft_epoch: int  # the batch's leader epoch: the Raft epoch of the controller that wrote it
@@ -262,7 +269,7 @@ class PartitionStateEvent:
 
     @property
     def recovering(self) -> bool:
-        return self.leader_recovery_state == RECOVERING
+        return self.leader_recovery_state == RecoveryState.RECOVERING
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -274,9 +281,7 @@ class PartitionStateEvent:
             "partition_epoch": self.partition_epoch,
             "isr": list(self.isr),
             "replicas": list(self.replicas),
-            "leader_recovery_state": RECOVERY_STATE_NAMES.get(
-                self.leader_recovery_state, str(self.leader_recovery_state)
-            ),
+            "leader_recovery_state": str(self.leader_recovery_state),
             "offset": self.offset,
             "batch_offset": self.batch_offset,
             "raft_epoch": self.raft_epoch,
@@ -345,7 +350,7 @@ class _State:
     leader: int
     leader_epoch: int
     partition_epoch: int
-    leader_recovery_state: int
+    leader_recovery_state: RecoveryState
 
 
 @dataclass
@@ -505,7 +510,7 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
                         "earlier PartitionRecord in the readable log",
                     )
                 )
-                prev = _State((), (), -1, -1, -1, RECOVERED)
+                prev = _State((), (), -1, -1, -1, RecoveryState.RECOVERED)
             st = _merge(prev, f)
             name = "PartitionChangeRecord"
         elif rec.api_key in BROKER_RECORDS and f:
@@ -570,7 +575,7 @@ def _merge(prev: _State, f: dict[str, Any]) -> _State:
         leader, leader_epoch = f["leader"], prev.leader_epoch + 1
     lrs = (
         prev.leader_recovery_state
-        if f["leader_recovery_state"] == -1
+        if f["leader_recovery_state"] is None
         else f["leader_recovery_state"]
     )
     return _State(

@@ -24,31 +24,19 @@ scenario 1, case n > 20).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from checkers.lineage import EpochStarts, Lineage, first_divergence
+from checkers.protocol import Protocol
 from checkers.records import Batch
 
 
-class Protocol(Enum):
-    HIGH_WATERMARK = "high-watermark"
-    KIP_101 = "kip-101"
-    KIP_279 = "kip-279"
-    DIVERGING_EPOCH = "diverging-epoch"
+class Fate(Enum):
+    """What becomes of a follower once it has truncated and fetched from the leader."""
 
-    @property
-    def rules(self) -> str:
-        return {
-            Protocol.HIGH_WATERMARK: "pre-KIP-101 rules",
-            Protocol.KIP_101: "KIP-101 rules",
-            Protocol.KIP_279: "KIP-279 rules",
-            Protocol.DIVERGING_EPOCH: "KIP-320/KIP-595 rules",
-        }[self]
-
-
-class Outcome(Enum):
     CONSISTENT = "consistent"  # the follower's log ends up a prefix of (or equal to) the leader's
     DIVERGED = "diverged"  # the follower fetched without error, yet holds different batches
     STUCK = "stuck"  # the follower cannot append what the leader returns
@@ -163,21 +151,26 @@ class TruncationResult:
     truncated_log: list[Batch]  # the follower's log once truncation is over
     fetches: list[FetchStep]
     follower_log: list[Batch]  # after fetching from the leader (or where it got stuck)
-    outcome: Outcome
+    outcome: Fate
     diverged_at: int | None = None  # first offset where the follower's final log differs
 
     def describe(self) -> list[str]:
         lines = [r.describe() for r in self.rounds] + [f.describe() for f in self.fetches]
-        if self.outcome is Outcome.DIVERGED:
+        if self.outcome is Fate.DIVERGED:
             lines.append(
                 f"the follower's log still differs from the leader's from offset "
                 f"{self.diverged_at}: the replicas have silently diverged"
             )
-        elif self.outcome is Outcome.STUCK:
+        elif self.outcome is Fate.STUCK:
             lines.append("the follower is stuck: it cannot replicate this partition")
         else:
             lines.append("the follower's log is consistent with the leader's")
         return lines
+
+    def compact(self) -> TruncationResult:
+        """Without the follower's logs: what a verdict keeps of a prediction (its rounds,
+        fetches and outcome), so that verdicts stay small however long the logs are."""
+        return dataclasses.replace(self, truncated_log=[], follower_log=[])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -324,10 +317,10 @@ def truncate_follower(leader: Lineage, follower: Lineage, protocol: Protocol) ->
     truncation_offset = f.leo
     fetches, stuck = _catch_up(f, leader)
     if stuck:
-        outcome, diverged_at = Outcome.STUCK, None
+        outcome, diverged_at = Fate.STUCK, None
     else:
         diverged_at = first_divergence(f.batches, leader.batches)
-        outcome = Outcome.CONSISTENT if diverged_at is None else Outcome.DIVERGED
+        outcome = Fate.CONSISTENT if diverged_at is None else Fate.DIVERGED
     return TruncationResult(
         protocol, truncation_offset, f.rounds, truncated, fetches, f.batches, outcome, diverged_at
     )

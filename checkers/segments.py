@@ -164,3 +164,17 @@ def scan_partition(partition_dir: Path | str) -> PartitionScan:
     scan.errors.extend(state.errors)
     scan.torn_tail = state.torn_tail
     return scan
+
+
+def segment_bytes(partition_dir: Path | str) -> int:
+    """Bytes of a partition dir's segment files (a directory listing; no file is opened)."""
+    total = 0
+    try:
+        with os.scandir(partition_dir) as listing:
+            for entry in listing:
+                if entry.name.endswith(".log"):
+                    with contextlib.suppress(OSError):
+                        total += entry.stat().st_size
+    except OSError:
+        return 0
+    return total

@@ -7,13 +7,15 @@ strict prefix of another (it lags) is consistent. diverged: otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
 from checkers.lineage import Lineage, first_divergence
-from checkers.model import Protocol, TruncationResult, truncate_follower
+from checkers.model import TruncationResult, truncate_follower
+from checkers.protocol import Protocol
 from checkers.records import Batch
 
 CONSISTENT = "consistent"
@@ -61,6 +63,12 @@ class PartitionVerdict:
     notes: list[str] = field(default_factory=list)
     log_end_offsets: dict[int, int] = field(default_factory=dict)
     log_start_offsets: dict[int, int] = field(default_factory=dict)
+
+    def compact(self) -> PartitionVerdict:
+        """The verdict without the predicted follower logs (see `TruncationResult.compact`)."""
+        return dataclasses.replace(
+            self, predictions={f: r.compact() for f, r in self.predictions.items()}
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

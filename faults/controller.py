@@ -1,27 +1,19 @@
-"""Controller faults: find the active controller (the ZooKeeper-mode controller broker, or
-the KRaft quorum leader), then kill or isolate it and wait for a successor."""
+"""Controller faults: kill or isolate the active controller (the ZooKeeper-mode controller
+broker, or the KRaft quorum leader) and wait for a successor."""
 
 from __future__ import annotations
 
-import json
-
 from faults import network, process
-from faults.timeline import Timeline
-from fixtures import kraft
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
+from observe.controller import active_controller
 
 
-def active_controller(cluster: Cluster) -> Node:
-    if cluster.mode == "kraft":
-        return kraft.active_controller(cluster)
-    data, _ = cluster.zk_client().get("/controller")
-    return cluster.broker(int(json.loads(data)["brokerid"]))
+def await_successor(cluster: Cluster, old: Node, timeout: float = 90.0) -> Node:
+    """A controller other than `old`, once one is active; else not reached."""
 
-
-def _await_successor(cluster: Cluster, old: Node, timeout: float) -> Node:
     def probe() -> Node | None:
         try:
             return active_controller(cluster)
@@ -40,29 +32,43 @@ def _await_successor(cluster: Cluster, old: Node, timeout: float) -> Node:
         raise NotReached(f"a new controller after {old.name} failed", str(exc.last)) from None
 
 
-def kill_controller(
-    cluster: Cluster, *, timeline: Timeline | None = None, timeout: float = 90.0
-) -> tuple[Node, Node]:
-    """SIGKILL the active controller; returns (old, new)."""
+def _elected(cluster: Cluster, old: Node, new: Node, fault: str) -> None:
+    cluster.timeline.record("election", "controller", fault=fault, old=old.name, new=new.name)
+
+
+def kill_controller(cluster: Cluster, *, timeout: float = 90.0) -> tuple[Node, Node]:
+    """SIGKILL the active controller; returns (old, new). The old one stays down."""
     old = active_controller(cluster)
-    process.kill(cluster, old, timeline)
-    new = _await_successor(cluster, old, timeout)
-    if timeline is not None:
-        timeline.record("election", "controller", old=old.name, new=new.name)
+    process.kill(cluster, old)
+    new = await_successor(cluster, old, timeout)
+    _elected(cluster, old, new, "kill")
+    return old, new
+
+
+def pause_controller(cluster: Cluster, *, timeout: float = 90.0) -> tuple[Node, Node]:
+    """Freeze the active controller until another takes over, then resume it; returns
+    (old, new)."""
+    old = active_controller(cluster)
+    process.pause(cluster, old)
+    try:
+        new = await_successor(cluster, old, timeout)
+    finally:
+        process.resume(cluster, old)
+    _elected(cluster, old, new, "pause")
     return old, new
 
 
 def isolate_controller(
-    cluster: Cluster, *, timeline: Timeline | None = None, timeout: float = 90.0
+    cluster: Cluster, peers: list[Node] | None = None, *, timeout: float = 90.0
 ) -> tuple[network.Cut, Node, Node]:
-    """Cut the active controller off from every other node; returns (cut, old, new)."""
+    """Cut the active controller off from `peers` (default: every other node) until
+    another takes over; returns (cut, old, new) with the cut still in force."""
     old = active_controller(cluster)
-    cut = network.isolate(cluster, old, timeline=timeline)
+    cut = network.isolate(cluster, old, peers)
     try:
-        new = _await_successor(cluster, old, timeout)
+        new = await_successor(cluster, old, timeout)
     except NotReached:
         cut.heal()
         raise
-    if timeline is not None:
-        timeline.record("election", "controller", old=old.name, new=new.name)
+    _elected(cluster, old, new, "partition")
     return cut, old, new

@@ -15,11 +15,10 @@ import warnings
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
-from faults.observe import PartitionState, assignment, partition_state, wait_state
-from faults.timeline import Timeline
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
+from observe.state import PartitionState, assignment, partition_state, wait_state
 
 PREFERRED_ZNODE = "/admin/preferred_replica_election"
 
@@ -100,7 +99,6 @@ def elect_preferred(
     topic: str,
     partition: int = 0,
     *,
-    timeline: Timeline | None = None,
     timeout: float = 60.0,
 ) -> PartitionState:
     """Move leadership to the preferred replica; the old leader stays in the ISR."""
@@ -138,16 +136,15 @@ def elect_preferred(
         f"preferred election of {topic}-{partition}",
         timeout,
     )
-    if timeline is not None:
-        timeline.record(
-            "election",
-            "preferred",
-            topic=topic,
-            partition=partition,
-            leader=after.leader,
-            epoch=after.leader_epoch,
-            before=str(before),
-        )
+    cluster.timeline.record(
+        "election",
+        "preferred",
+        topic=topic,
+        partition=partition,
+        leader=after.leader,
+        epoch=after.leader_epoch,
+        before=str(before),
+    )
     return after
 
 
@@ -181,7 +178,6 @@ def elect_unclean(
     partition: int = 0,
     *,
     to: int,
-    timeline: Timeline | None = None,
     timeout: float = 90.0,
 ) -> PartitionState:
     """Elect an out-of-sync replica while no ISR member is alive."""
@@ -208,17 +204,16 @@ def elect_unclean(
             # offline-partition elections when it takes over.
             cluster.zk_client().delete("/controller")
     after = _await_leader(cluster, topic, partition, to, before, what, timeout)
-    if timeline is not None:
-        timeline.record(
-            "election",
-            "unclean",
-            topic=topic,
-            partition=partition,
-            leader=after.leader,
-            epoch=after.leader_epoch,
-            before=str(before),
-            recovery_state=after.recovery_state,
-        )
+    cluster.timeline.record(
+        "election",
+        "unclean",
+        topic=topic,
+        partition=partition,
+        leader=after.leader,
+        epoch=after.leader_epoch,
+        before=str(before),
+        recovery_state=str(after.recovery_state),
+    )
     return after
 
 
@@ -231,7 +226,6 @@ def reorder_replicas(
     order: list[int],
     partition: int = 0,
     *,
-    timeline: Timeline | None = None,
     timeout: float = 60.0,
 ) -> PartitionState:
     """Change which replica is preferred without moving data or leadership (ZooKeeper mode):
@@ -265,14 +259,13 @@ def reorder_replicas(
     after = partition_state(cluster, topic, partition)
     if after.leader != before.leader:
         raise NotReached(f"{what} with leader {before.leader} kept", str(after))
-    if timeline is not None:
-        timeline.record(
-            "election",
-            "reassignment",
-            topic=topic,
-            partition=partition,
-            replicas=order,
-            leader=after.leader,
-            epoch=after.leader_epoch,
-        )
+    cluster.timeline.record(
+        "election",
+        "reassignment",
+        topic=topic,
+        partition=partition,
+        replicas=order,
+        leader=after.leader,
+        epoch=after.leader_epoch,
+    )
     return after

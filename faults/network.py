@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from faults.timeline import Timeline
 from fixtures import config
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
@@ -50,7 +49,6 @@ class Cut:
     peers: list[Node]
     inbound: bool  # packets from peers do not arrive at node
     outbound: bool  # packets from node do not arrive at peers
-    timeline: Timeline | None = None
     port: int | None = None  # with no peers: drop whatever arrives on this port
     rules: list[list[str]] = field(default_factory=list)
     healed: bool = False
@@ -108,8 +106,7 @@ class Cut:
                 raise NotReached(
                     f"{self.describe()} cut", f"{self.node.name} still reaches {peer.name}"
                 )
-        if self.timeline is not None:
-            self.timeline.record("fault", "cut", cut=self.describe(), rules=len(self.rules))
+        self.cluster.timeline.record("fault", "cut", cut=self.describe(), rules=len(self.rules))
         return self
 
     def _verify_port_cut(self) -> None:
@@ -157,8 +154,7 @@ class Cut:
                 raise NotReached(
                     f"{self.describe()} healed", f"{self.node.name} still cannot reach {peer.name}"
                 )
-        if self.timeline is not None:
-            self.timeline.record("heal", "cut", cut=self.describe())
+        self.cluster.timeline.record("heal", "cut", cut=self.describe())
 
     def __enter__(self) -> Cut:
         return self.inject() if not self.rules else self
@@ -172,27 +168,24 @@ def partition(
     a: Node,
     b: Node | list[Node],
     *,
-    timeline: Timeline | None = None,
     one_way: bool = False,
 ) -> Cut:
     """Cut a from b. Both directions by default; `one_way` drops only what b sends to a."""
     peers = b if isinstance(b, list) else [b]
-    return Cut(cluster, a, peers, inbound=True, outbound=not one_way, timeline=timeline).inject()
+    return Cut(cluster, a, peers, inbound=True, outbound=not one_way).inject()
 
 
 def isolate(
     cluster: Cluster,
     node: Node,
     from_: list[Node] | None = None,
-    *,
-    timeline: Timeline | None = None,
 ) -> Cut:
     """Cut a node from the given nodes (default: every other node of the cluster)."""
     peers = from_ if from_ is not None else [n for n in cluster.nodes.values() if n is not node]
-    return Cut(cluster, node, peers, inbound=True, outbound=True, timeline=timeline).inject()
+    return Cut(cluster, node, peers, inbound=True, outbound=True).inject()
 
 
-def cut_clients(cluster: Cluster, node: Node, *, timeline: Timeline | None = None) -> Cut:
+def cut_clients(cluster: Cluster, node: Node) -> Cut:
     """Cut a broker off from every client: its client listener drops all traffic, while
     inter-broker and controller traffic flow as before. A client can then only reach the
     leaders the scenario means it to reach."""
@@ -202,7 +195,6 @@ def cut_clients(cluster: Cluster, node: Node, *, timeline: Timeline | None = Non
         [],
         inbound=True,
         outbound=False,
-        timeline=timeline,
         port=config.EXTERNAL_PORT,
     ).inject()
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from checkers.checkpoints import read_offset_checkpoint
 from checkers.segments import scan_partition
 from faults import process
-from faults.timeline import Timeline
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
@@ -95,12 +94,11 @@ def power_loss(
     cluster: Cluster,
     node: Node,
     *,
-    timeline: Timeline | None = None,
     cut_at: dict[tuple[str, int], int] | None = None,
     topics: set[str] | None = None,
 ) -> dict[tuple[str, int], Loss]:
     """Kill the node and cut each partition after its recovery point (or at `cut_at`)."""
-    process.kill(cluster, node, timeline)
+    process.kill(cluster, node)
     points = read_offset_checkpoint(node.data_dir / RECOVERY_POINT)
     losses: dict[tuple[str, int], Loss] = {}
     for tp, pdir in _partition_dirs(node.data_dir, topics).items():
@@ -116,11 +114,10 @@ def power_loss(
             raise NotReached(
                 f"{node.name}'s {tp[0]}-{tp[1]} cut at {loss.cut_at}", f"log end offset {end}"
             )
-    if timeline is not None:
-        timeline.record(
-            "fault",
-            "power-loss",
-            node=node.name,
-            losses={f"{t}-{p}": [x.end_before, x.end_after] for (t, p), x in losses.items()},
-        )
+    cluster.timeline.record(
+        "fault",
+        "power-loss",
+        node=node.name,
+        losses={f"{t}-{p}": [x.end_before, x.end_after] for (t, p), x in losses.items()},
+    )
     return losses

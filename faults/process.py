@@ -6,7 +6,6 @@ again); a fault that did not take effect raises NotReached.
 
 from __future__ import annotations
 
-from faults.timeline import Timeline
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
@@ -20,9 +19,7 @@ def _await_status(node: Node, wanted: set[str], what: str, timeout: float = 30.0
         raise NotReached(f"{node.name} {what}", f"status {exc.last}") from None
 
 
-def kill(
-    cluster: Cluster, node: Node, timeline: Timeline | None = None, *, signal: str = "SIGKILL"
-) -> None:
+def kill(cluster: Cluster, node: Node, *, signal: str = "SIGKILL") -> None:
     """Deliver a real signal to the node's process. SIGKILL is a crash without any shutdown
     work; SIGTERM runs Kafka's controlled shutdown."""
     if node.status() != "running":
@@ -32,13 +29,12 @@ def kill(
     _await_status(
         node, {"exited"}, f"exited after {signal}", timeout=120 if signal == "SIGTERM" else 30
     )
-    if timeline is not None:
-        timeline.record("fault", "kill", node=node.name, signal=signal, exit_code=node.exit_code())
+    cluster.timeline.record(
+        "fault", "kill", node=node.name, signal=signal, exit_code=node.exit_code()
+    )
 
 
-def restart(
-    cluster: Cluster, node: Node, timeline: Timeline | None = None, *, timeout: float = 120.0
-) -> None:
+def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0) -> None:
     """Start a stopped node again on its own data dirs and wait until it serves.
 
     A SIGKILLed ZooKeeper-mode broker leaves its ephemeral registration behind until its
@@ -86,21 +82,18 @@ def restart(
             describe=sorted,
             abort=dead,
         )
-    if timeline is not None:
-        timeline.record("heal", "restart", node=node.name)
+    cluster.timeline.record("heal", "restart", node=node.name)
 
 
-def pause(node: Node, timeline: Timeline | None = None) -> None:
+def pause(cluster: Cluster, node: Node) -> None:
     """Freeze every process of the node (cgroup freezer): no CPU, no timers, no replies.
     Requests sent to it queue in its sockets and are served on resume."""
     node.pause()
     _await_status(node, {"paused"}, "paused")
-    if timeline is not None:
-        timeline.record("fault", "pause", node=node.name)
+    cluster.timeline.record("fault", "pause", node=node.name)
 
 
-def resume(node: Node, timeline: Timeline | None = None) -> None:
+def resume(cluster: Cluster, node: Node) -> None:
     node.unpause()
     _await_status(node, {"running"}, "running after resume")
-    if timeline is not None:
-        timeline.record("heal", "resume", node=node.name)
+    cluster.timeline.record("heal", "resume", node=node.name)

@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from faults import network
-from faults.observe import partition_state
-from faults.timeline import Timeline
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
+from observe.state import partition_state
 
 
 @dataclass
@@ -26,7 +25,6 @@ class HoldBack:
     partition: int
     follower: Node
     cut: network.Cut
-    timeline: Timeline | None = None
 
     def assert_in_isr(self) -> None:
         state = partition_state(self.cluster, self.topic, self.partition)
@@ -38,8 +36,7 @@ class HoldBack:
     def release(self) -> None:
         self.assert_in_isr()
         self.cut.heal()
-        if self.timeline is not None:
-            self.timeline.record("heal", "hold-back", follower=self.follower.name)
+        self.cluster.timeline.record("heal", "hold-back", follower=self.follower.name)
 
     def __enter__(self) -> HoldBack:
         return self
@@ -58,7 +55,6 @@ def hold_back(
     leader: Node,
     *,
     partition: int = 0,
-    timeline: Timeline | None = None,
 ) -> HoldBack:
     state = partition_state(cluster, topic, partition)
     if state.leader != leader.node_id or follower.node_id not in state.isr:
@@ -67,7 +63,6 @@ def hold_back(
             f"{follower.node_id} in the ISR",
             str(state),
         )
-    cut = network.partition(cluster, follower, leader, timeline=timeline)
-    if timeline is not None:
-        timeline.record("fault", "hold-back", follower=follower.name, leader=leader.name)
-    return HoldBack(cluster, topic, partition, follower, cut, timeline)
+    cut = network.partition(cluster, follower, leader)
+    cluster.timeline.record("fault", "hold-back", follower=follower.name, leader=leader.name)
+    return HoldBack(cluster, topic, partition, follower, cut)

@@ -18,12 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from faults import network
-from faults.observe import PartitionState, partition_state, partitions
-from faults.timeline import Timeline
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
+from observe.state import PartitionState, partition_state, partitions
 
 
 def partitions_in_isr(cluster: Cluster, broker_id: int) -> list[tuple[str, int]]:
@@ -37,7 +36,6 @@ class Expiry:
     broker: Node
     cut: network.Cut
     moved: dict[tuple[str, int], int]  # partition -> its leader once the controller acted
-    timeline: Timeline | None = None
 
     def heal(self, timeout: float = 120.0) -> None:
         self.cut.heal()
@@ -53,8 +51,7 @@ class Expiry:
             )
         except WaitTimeout as exc:
             raise NotReached(f"broker {broker_id} {what}", f"live brokers {exc.last}") from None
-        if self.timeline is not None:
-            self.timeline.record("heal", "session", broker=broker_id)
+        self.cluster.timeline.record("heal", "session", broker=broker_id)
 
     def __enter__(self) -> Expiry:
         return self
@@ -63,17 +60,15 @@ class Expiry:
         self.heal()
 
 
-def expire_session(
-    cluster: Cluster, broker: Node, *, timeline: Timeline | None = None, timeout: float = 120.0
-) -> Expiry:
+def expire_session(cluster: Cluster, broker: Node, *, timeout: float = 120.0) -> Expiry:
     broker_id = broker.node_id
     assert broker_id is not None
     before = {tp: partition_state(cluster, *tp) for tp in partitions_in_isr(cluster, broker_id)}
     if cluster.mode == "zk":
-        cut = network.isolate(cluster, broker, [cluster.zookeeper], timeline=timeline)
+        cut = network.isolate(cluster, broker, [cluster.zookeeper])
         what = f"ZooKeeper to expire broker {broker_id}'s session (/brokers/ids/{broker_id} gone)"
     else:
-        cut = network.isolate(cluster, broker, cluster.controllers, timeline=timeline)
+        cut = network.isolate(cluster, broker, cluster.controllers)
         what = f"the controller to fence broker {broker_id}"
     try:
         wait_until(
@@ -108,11 +103,10 @@ def expire_session(
     except WaitTimeout as exc:
         cut.heal()
         raise NotReached(exc.what, str(exc.last)) from None
-    if timeline is not None:
-        timeline.record(
-            "fault",
-            "session-expired",
-            broker=broker_id,
-            moved={f"{t}-{p}": leader for (t, p), leader in moved.items()},
-        )
-    return Expiry(cluster, broker, cut, moved, timeline)
+    cluster.timeline.record(
+        "fault",
+        "session-expired",
+        broker=broker_id,
+        moved={f"{t}-{p}": leader for (t, p), leader in moved.items()},
+    )
+    return Expiry(cluster, broker, cut, moved)

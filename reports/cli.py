@@ -1,27 +1,35 @@
-"""``logfork report RUN_DIR... --out DIR`` and ``logfork audit DIR... --html FILE``.
+"""``logfork audit DIR...`` and ``logfork report RUN_DIR... --out DIR``.
 
-Both run the Spark pipeline (`reports.pipeline`) and render the same report. The audit keeps
-`checkers.audit`'s contract: the same summary or JSON, and exit 0 when every partition is
-consistent, 1 when one diverged, 2 when an input could not be read at all. Errors print one
-paragraph, never a traceback.
+The audit runs on one of two engines (`reports.pipeline`): local (this process, no JVM) or
+Spark. Both print the same summary or JSON and exit 0 when every partition is consistent,
+1 when one diverged, 2 when an input could not be read at all. Errors print one paragraph,
+never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from pathlib import Path
 
-from checkers import audit as checkers_audit
-from checkers.model import Protocol
+from checkers.audit import EXIT_UNREADABLE
+from checkers.audit.local import audit
+from checkers.audit.plan import plan_audit
+from checkers.audit.render import render
+from checkers.protocol import Protocol
 from fixtures.errors import LogforkError
 from reports.spark import MASTER_ENV
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+# Above this many bytes of segments, `logfork audit` picks the Spark engine by itself: the
+# local engine reads on one core, Spark on all of them, once its JVM has started (see the
+# README for the measurement behind the figure).
+AUTO_SPARK_BYTES = 2 * 1024**3
 
 
-def _paragraph(text: str) -> None:
+def paragraph(text: str) -> None:
     print(
         textwrap.fill(text, width=100, break_long_words=False, break_on_hyphens=False),
         file=sys.stderr,
@@ -34,13 +42,122 @@ def error_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0][:400] if lines else 'no message'}"
 
 
-def _master_argument(parser: argparse.ArgumentParser) -> None:
+def _engine_arguments(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        help=f"where the read tasks run: in this process, or on Spark (default: {default})",
+    )
     parser.add_argument(
         "--spark-master",
         metavar="URL",
-        help=f"Spark master to run the pipeline on (default: ${MASTER_ENV}, else local[*]); "
-        "for a cluster, logfork must be installed on its workers",
+        help=f"Spark master (default: ${MASTER_ENV}, else local[*]); implies --engine spark. "
+        "For a cluster, logfork must be installed on its workers",
     )
+
+
+def spark_wanted(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "spark_master", None) or os.environ.get(MASTER_ENV))
+
+
+# --------------------------------------------------------------------------------------
+# logfork audit
+
+
+def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "dirs",
+        nargs="+",
+        metavar="DIR",
+        help="a broker log dir, or a logfork run directory (holding run.json)",
+    )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the verdicts as JSON to FILE ('-' for stdout only)",
+    )
+    parser.add_argument("--topic", metavar="T", help="audit only the partitions of topic T")
+    parser.add_argument(
+        "--protocol",
+        choices=[p.value for p in Protocol],
+        default=Protocol.KIP_279.value,
+        help="protocol the prediction of what happens next follows (default: %(default)s)",
+    )
+    _engine_arguments(parser, f"local, or spark above {AUTO_SPARK_BYTES // 1024**3} GiB of logs")
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also render the audit as a self-contained HTML report",
+    )
+    parser.add_argument(
+        "--tables",
+        metavar="DIR",
+        help="also write the Parquet tables into DIR (Spark engine)",
+    )
+
+
+def choose_engine(args: argparse.Namespace) -> str:
+    """--engine when given; Spark when a master is named or tables are asked for; else by
+    the size of the input."""
+    if args.engine:
+        return args.engine
+    if spark_wanted(args) or args.tables:
+        return "spark"
+    size = sum(t.size for t in plan_audit(args.dirs, args.topic).tasks)
+    return "spark" if size > AUTO_SPARK_BYTES else "local"
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    try:
+        protocol = Protocol(args.protocol)
+        engine = choose_engine(args)
+        if engine == "local" and args.tables:
+            raise LogforkError("--tables needs the Spark engine (--engine spark)")
+        if args.engine == "local" and args.spark_master:
+            raise LogforkError("--spark-master needs the Spark engine, not --engine local")
+        run = None
+        if engine == "local" and not args.html:
+            result = audit(args.dirs, topic=args.topic, protocol=protocol)
+        else:
+            from reports.pipeline import run_pipeline
+            from reports.sources import audit_source
+
+            source = audit_source(args.dirs, protocol=protocol, topic=args.topic)
+            pipeline = run_pipeline(
+                [source],
+                engine=engine,
+                master=args.spark_master,
+                write_tables=args.tables is not None,
+                tables_dir=Path(args.tables) if args.tables else None,
+            )
+            run = pipeline.runs[0]
+            result = run.audit
+    except LogforkError as exc:
+        paragraph(f"logfork audit: {exc}")
+        return EXIT_UNREADABLE
+    except Exception as exc:  # noqa: BLE001 - end in a paragraph, never a traceback
+        paragraph(f"logfork audit could not complete: {error_reason(exc)}")
+        return EXIT_UNREADABLE
+    if args.json == "-":
+        print(result.to_json())
+    else:
+        print(render(result))
+        if args.json:
+            try:
+                Path(args.json).write_text(result.to_json() + "\n")
+            except OSError as exc:
+                paragraph(f"could not write {args.json}: {exc}")
+                return EXIT_UNREADABLE
+    if run is not None and args.html:
+        from reports.render import write_report
+
+        try:
+            write_report(run, Path(args.html), engine=pipeline.engine, timings=pipeline.timings)
+        except OSError as exc:
+            paragraph(f"could not write {args.html}: {exc}")
+            return EXIT_UNREADABLE
+        print(f"report: {args.html}", file=sys.stderr)
+    return result.exit_code
 
 
 # --------------------------------------------------------------------------------------
@@ -60,7 +177,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="where the reports go: one <run>.html per run, and index.html over them",
     )
-    _master_argument(parser)
+    _engine_arguments(parser, "spark")
     parser.add_argument(
         "--protocol",
         choices=[p.value for p in Protocol],
@@ -78,129 +195,56 @@ def run_report(args: argparse.Namespace) -> int:
     was not a run directory (the others still get reports)."""
     from reports.pipeline import run_pipeline
     from reports.render import write_reports
-    from reports.sources import find_run_dirs, run_source, unique_key
+    from reports.sources import find_run_dirs, run_sources
 
+    engine = args.engine or "spark"
     try:
+        if engine == "local" and args.spark_master:
+            raise LogforkError("--spark-master needs the Spark engine, not --engine local")
         run_dirs, problems = find_run_dirs(args.run_dirs)
+        protocol = Protocol(args.protocol) if args.protocol else None
+        sources, unreadable = run_sources(run_dirs, protocol=protocol)
+        problems += unreadable
         for problem in problems:
-            _paragraph(f"logfork report: skipped {problem}.")
-        if not run_dirs:
-            _paragraph("logfork report: no run directory to report on.")
+            paragraph(f"logfork report: skipped {problem}")
+        if not sources:
+            paragraph("logfork report: no run directory to report on.")
             return EXIT_BAD_INPUT
-        protocol = Protocol(args.protocol) if getattr(args, "protocol", None) else None
-        taken: set[str] = set()
-        sources = [run_source(d, unique_key(d.name, taken), protocol=protocol) for d in run_dirs]
         result = run_pipeline(
             sources,
-            master=getattr(args, "spark_master", None),
-            write_tables=not getattr(args, "no_tables", False),
+            engine=engine,
+            master=args.spark_master,
+            write_tables=engine == "spark" and not args.no_tables,
         )
         paths = write_reports(result, Path(args.out))
     except LogforkError as exc:
-        _paragraph(f"logfork report: {exc}")
+        paragraph(f"logfork report: {exc}")
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - end in a paragraph, never a traceback
-        _paragraph(f"logfork report could not complete: {error_reason(exc)}")
+        paragraph(f"logfork report could not complete: {error_reason(exc)}")
         return EXIT_BAD_INPUT
     for run, path in zip(result.runs, paths, strict=False):
         diverged = [p for p in run.partitions if p.status == "diverged"]
-        where = "; ".join(f"{p.topic}-{p.partition} diverged at {p.diverged_at}" for p in diverged)
+        where = "; ".join(
+            f"{p.topic}-{p.partition} diverged at {p.verdict.diverged_at}"
+            for p in diverged
+            if p.verdict is not None
+        )
         print(f"{run.key}: {where or 'no divergence'} -> {path}")
     print(f"index: {paths[-1]}")
     return EXIT_BAD_INPUT if problems else EXIT_OK
 
 
-def report_run(run_dir: Path, out: Path, master: str | None = None) -> Path:
+def report_run(
+    run_dir: Path, out: Path, *, engine: str = "local", master: str | None = None
+) -> Path:
     """The report of one run, written into `out` (whose index.html gains the run)."""
     from reports.pipeline import run_pipeline
     from reports.render import write_reports
-    from reports.sources import run_source, unique_key
+    from reports.sources import run_sources
 
-    result = run_pipeline([run_source(run_dir, unique_key(run_dir.name, set()))], master=master)
+    sources, problems = run_sources([run_dir])
+    if problems:
+        raise LogforkError(problems[0])
+    result = run_pipeline(sources, engine=engine, master=master, write_tables=engine == "spark")
     return write_reports(result, out)[0]
-
-
-# --------------------------------------------------------------------------------------
-# logfork audit --html
-
-
-def add_audit_html_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options `logfork audit` gains beside `checkers.audit.add_arguments`."""
-    parser.add_argument(
-        "--html",
-        metavar="FILE",
-        help="also render the audit as a self-contained HTML report (runs the Spark pipeline)",
-    )
-    _master_argument(parser)
-    parser.add_argument(
-        "--tables",
-        metavar="DIR",
-        help="with --html: also write the pipeline's Parquet tables into DIR",
-    )
-
-
-def run_audit(args: argparse.Namespace) -> int:
-    """`logfork audit`: without --html exactly `checkers.audit.run`; with it, the same
-    verdicts, output and exit code, computed by the Spark pipeline, plus the report."""
-    if not getattr(args, "html", None):
-        return checkers_audit.run(args)
-    from reports.pipeline import run_pipeline
-    from reports.render import write_report
-    from reports.sources import audit_source
-
-    tables = getattr(args, "tables", None)
-    try:
-        protocol = Protocol(getattr(args, "protocol", None) or Protocol.KIP_279.value)
-        source = audit_source(args.dirs, protocol=protocol, topic=getattr(args, "topic", None))
-        result = run_pipeline(
-            [source],
-            master=getattr(args, "spark_master", None),
-            write_tables=tables is not None,
-            tables_dir=Path(tables) if tables else None,
-            verdict_objects=True,
-        )
-        run = result.runs[0]
-        audited = run.audit_result()
-    except LogforkError as exc:
-        _paragraph(f"logfork audit: {exc}")
-        return checkers_audit.EXIT_UNREADABLE
-    except Exception as exc:  # noqa: BLE001 - end in a paragraph, never a traceback
-        _paragraph(f"logfork audit could not complete: {error_reason(exc)}")
-        return checkers_audit.EXIT_UNREADABLE
-    json_path = getattr(args, "json", None)
-    if json_path == "-":
-        print(audited.to_json())
-    else:
-        print(audited.summary())
-        if json_path:
-            try:
-                Path(json_path).write_text(audited.to_json() + "\n")
-            except OSError as exc:
-                _paragraph(f"could not write {json_path}: {exc}")
-                return checkers_audit.EXIT_UNREADABLE
-    try:
-        write_report(run, Path(args.html), master=result.master, timings=result.timings)
-    except OSError as exc:
-        _paragraph(f"could not write {args.html}: {exc}")
-        return checkers_audit.EXIT_UNREADABLE
-    print(f"report: {args.html}", file=sys.stderr)
-    return audited.exit_code
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m reports.cli report ...`` / ``audit ...``: the two commands on their own."""
-    parser = argparse.ArgumentParser(prog="logfork")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("report", help="HTML reports of run directories")
-    add_report_arguments(p)
-    p.set_defaults(func=run_report)
-    p = sub.add_parser("audit", help="judge broker log dirs")
-    checkers_audit.add_arguments(p)
-    add_audit_html_arguments(p)
-    p.set_defaults(func=run_audit)
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,11 +1,13 @@
 """pytest plugin: ``--logfork-report DIR`` writes a report for every run directory the session
 wrote, and ``DIR/index.html`` over them (what CI publishes).
 
-Run directories are found under the fixtures plugin's ``--logfork-runs`` folder (default
-``runs/``): those holding a run.json written since the session started. The reports are
-written once the tests are over, by the controller only under pytest-xdist. A report that
-cannot be written fails the session with one paragraph saying why; JUnit XML and the
-other reporters are untouched.
+Run directories are found where the fixtures plugin puts them (``--logfork-runs``, else the
+session's temporary directory): those holding a run.json written since the session
+started. The reports are written once the tests are over, by the controller only under
+pytest-xdist, through the Spark engine; the local engine then audits the same runs, and an
+audit on which the two engines disagree fails the session. A report that cannot be written
+fails the session with one paragraph saying why; JUnit XML and the other reporters are
+untouched.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from reports.sources import RUN_JSON, is_run_dir
+from runrecord.rundir import RUN_JSON, is_run_dir
 
 _STARTED = pytest.StashKey[float]()
 _OUTCOME = pytest.StashKey[tuple[str, str]]()
@@ -47,10 +49,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def runs_root(config: pytest.Config) -> Path:
     try:
-        value = config.getoption("logfork_runs")
+        from fixtures.pytest_plugin import runs_root as fixtures_runs_root
+
+        return fixtures_runs_root(config)
     except ValueError:  # the fixtures plugin is not loaded
-        value = None
-    return Path(value or "runs")
+        return Path("runs")
 
 
 def session_run_dirs(root: Path, since: float) -> list[Path]:
@@ -68,19 +71,25 @@ def session_run_dirs(root: Path, since: float) -> list[Path]:
 
 def write_session_reports(
     run_dirs: list[Path], out: Path, master: str | None = None
-) -> tuple[int, Path]:
-    """Reports of `run_dirs` and the index into `out`. Returns (reports, index path)."""
+) -> tuple[int, Path, list[str]]:
+    """Reports of `run_dirs` and the index into `out`. Returns (reports, index path, the
+    runs whose audit the local engine judged otherwise than Spark)."""
     from reports.pipeline import run_pipeline
     from reports.render import write_index, write_reports
-    from reports.sources import run_source, unique_key
+    from reports.sources import run_sources
 
-    if not run_dirs:
-        return 0, write_index(out, [])
-    taken: set[str] = set()
-    sources = [run_source(d, unique_key(d.name, taken)) for d in run_dirs]
+    sources, _ = run_sources(run_dirs)
+    if not sources:
+        return 0, write_index(out, []), []
     result = run_pipeline(sources, master=master)
     paths = write_reports(result, out)
-    return len(paths) - 1, paths[-1]
+    local = run_pipeline(sources, engine="local")
+    differ = [
+        r.key
+        for r, other in zip(result.runs, local.runs, strict=True)
+        if r.audit.to_dict() != other.audit.to_dict()
+    ]
+    return len(paths) - 1, paths[-1], differ
 
 
 @pytest.hookimpl(trylast=True)
@@ -91,7 +100,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     run_dirs = session_run_dirs(runs_root(config), config.stash[_STARTED])
     try:
-        count, index = write_session_reports(
+        count, index, differ = write_session_reports(
             run_dirs, Path(out), config.getoption("logfork_spark_master")
         )
     except Exception as exc:  # noqa: BLE001 - reported as one paragraph, the session fails
@@ -104,7 +113,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return
-    config.stash[_OUTCOME] = ("ok", f"logfork reports: {count} run(s), index {index}")
+    if differ:
+        config.stash[_OUTCOME] = (
+            "error",
+            f"logfork: the local and Spark engines audit {len(differ)} run(s) differently: "
+            f"{', '.join(differ)}",
+        )
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
+    config.stash[_OUTCOME] = (
+        "ok",
+        f"logfork reports: {count} run(s), index {index}; both engines agree on every audit",
+    )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -18,8 +18,9 @@ from typing import Any
 import jinja2
 
 from reports import charts
-from reports.pipeline import PipelineResult, RunResult
-from reports.view import index_entry, index_view, run_view
+from reports.index_view import index_entry, index_view
+from reports.results import PipelineResult, RunResult
+from reports.view import run_view
 
 INDEX_HTML, INDEX_JSON = "index.html", "index.json"
 
@@ -66,10 +67,10 @@ def report_name(key: str) -> str:
 
 
 def write_report(
-    run: RunResult, path: Path, *, master: str = "", timings: dict[str, float] | None = None
+    run: RunResult, path: Path, *, engine: str = "", timings: dict[str, float] | None = None
 ) -> dict[str, Any]:
     """Write one run's report to `path`; returns its view (for the index)."""
-    view = run_view(run, master=master, timings=timings)
+    view = run_view(run, engine=engine, timings=timings)
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(path, render_report(view))
     return view
@@ -84,7 +85,7 @@ def write_reports(result: PipelineResult, out_dir: Path, *, index: bool = True) 
     entries = []
     for run in result.runs:
         path = out_dir / report_name(run.key)
-        view = write_report(run, path, master=result.master, timings=result.timings)
+        view = write_report(run, path, engine=result.engine, timings=result.timings)
         written.append(path)
         entries.append(index_entry(view, path.name))
     if index:

@@ -1,10 +1,10 @@
 """The scan task: partition directories in, replica rows out. Runs in Spark executors.
 
-Each task row names one partition dir and the offsets its log dir's checkpoints hold for
-it; `checkers.lineage.read_partition` reads the segments and the partition's own files
-exactly as `logfork audit` does. When the run's tables are wanted, the task also writes the
-tables that grow with the logs (batches, lineage, epochs) itself: the rows are at hand, and
-writing them here spares Spark a round trip through the JVM and the driver any of it.
+Each task row is one of the audit's read tasks (`checkers.audit.plan.ReadTask`) with the
+run it belongs to; `checkers.audit.read` reads it exactly as the local engine does. When
+the run's tables are wanted, the task also writes the tables that grow with the logs
+(batches, lineage, epochs) itself: the rows are at hand, and writing them here spares
+Spark a round trip through the JVM and the driver any of it.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from checkers.checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-)
-from checkers.lineage import Lineage, read_partition
+from checkers.audit.plan import ReadTask
+from checkers.audit.read import read_task
+from checkers.lineage import Lineage
 from checkers.metadata_log import decode_metadata_log
 from reports.tables import (
     METADATA_SCHEMA,
+    TASK_ONLY,
     TASK_SCHEMA,
     batch_table,
     epochs_table,
@@ -42,16 +40,9 @@ MAX_REPLICAS_PER_BATCH = 64
 MAX_BATCHES_PER_BATCH = 250_000
 
 
-def read_task(task: dict[str, Any]) -> Lineage:
-    tp = (task["topic"], task["partition"])
-    offsets: dict[str, dict[tuple[str, int], int]] = {}
-    for name, column in (
-        (REPLICATION_OFFSET_CHECKPOINT, "high_watermark"),
-        (RECOVERY_POINT_CHECKPOINT, "recovery_point"),
-        (LOG_START_OFFSET_CHECKPOINT, "log_start_checkpoint"),
-    ):
-        offsets[name] = {tp: task[column]} if task[column] is not None else {}
-    return read_partition(Path(task["path"]), task["broker"], tp, offsets)
+def read(task: dict[str, Any]) -> Lineage:
+    """A task row's replica, read as the audit reads it (`checkers.audit.read`)."""
+    return read_task(ReadTask(**{k: v for k, v in task.items() if k not in TASK_ONLY}))
 
 
 def _partition_id() -> int:
@@ -125,7 +116,7 @@ def scan_replicas(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
 
     for batch in batches:
         for task in batch.to_pylist():
-            lineage = read_task(task)
+            lineage = read(task)
             tasks.append(task)
             lineages.append(lineage)
             held += len(lineage.batches)

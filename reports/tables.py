@@ -20,9 +20,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from checkers.audit.result import ReplicaSummary
 from checkers.errors import LogReadError, TornTail
 from checkers.lineage import Lineage
 from checkers.metadata_log import LeaderChange, MetadataLog, PartitionStateEvent
+from checkers.protocol import RecoveryState
 from checkers.records import BATCH_FIELDS, Batch, make_batch
 
 BATCH_TYPES: dict[str, pa.DataType] = {
@@ -69,6 +71,7 @@ KEY_FIELDS = [
     ("judged", pa.bool_()),
     ("metadata", pa.bool_()),
 ]
+# A read task (`checkers.audit.plan.ReadTask`) with the run it belongs to.
 TASK_SCHEMA = pa.schema(
     [
         *KEY_FIELDS,
@@ -77,9 +80,11 @@ TASK_SCHEMA = pa.schema(
         ("high_watermark", pa.int64()),
         ("log_start_checkpoint", pa.int64()),
         ("recovery_point", pa.int64()),
+        ("size", pa.int64()),
         ("tables", pa.string()),  # where the run's tables go; null: none written
     ]
 )
+TASK_ONLY = ("run", "bucket", "tables")  # the fields that are not the ReadTask's
 
 # Everything a Lineage holds; `replica` is one struct so that pandas hands it to the judge
 # as a dict of Python values (a nullable int column would arrive as float64).
@@ -139,7 +144,34 @@ PRODUCER_FIELDS = [
     ("broker", pa.int32()),
 ]
 
+# A replica row's columns the judge groups, in order.
+REPLICA_COLUMNS = (
+    "topic",
+    "partition",
+    "log_dir",
+    "child",
+    "broker",
+    "judged",
+    "metadata",
+    "replica",
+    "batches",
+)
+
+# What a judged bucket hands back per partition (`reports.judge.PartitionRow`).
 VERDICT_SCHEMA = pa.schema(
+    [
+        ("run", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("status", pa.string()),
+        ("report_json", pa.string()),
+        ("replicas_json", pa.string()),  # every replica read, judged or not
+        ("verdict_pickle", pa.binary()),  # the compact PartitionVerdict
+    ]
+)
+
+# The `verdicts` table written beside a run.
+VERDICTS_TABLE_SCHEMA = pa.schema(
     [
         ("run", pa.string()),
         ("topic", pa.string()),
@@ -155,8 +187,6 @@ VERDICT_SCHEMA = pa.schema(
         ("lost", pa.int64()),
         ("verdict_json", pa.string()),
         ("report_json", pa.string()),
-        ("replicas_json", pa.string()),  # every replica read, judged or not
-        ("verdict_pickle", pa.binary()),
     ]
 )
 
@@ -411,6 +441,52 @@ def epochs_table(tasks: Sequence[Mapping[str, Any]], lineages: Sequence[Lineage]
     )
 
 
+def summary_value(r: ReplicaSummary) -> dict[str, Any]:
+    """A replica summary as plain JSON values."""
+    return {
+        **{f.name: getattr(r, f.name) for f in dataclasses.fields(r)},
+        "torn_tail": None if r.torn_tail is None else dataclasses.asdict(r.torn_tail),
+        "errors": [error_value(e) for e in r.errors],
+    }
+
+
+def summary_from_value(value: Mapping[str, Any]) -> ReplicaSummary:
+    torn = value["torn_tail"]
+    return ReplicaSummary(
+        **{
+            **value,
+            "torn_tail": None if torn is None else TornTail(**torn),
+            "errors": [error_from_value(e) for e in value["errors"]],
+        }
+    )
+
+
+def summary_from_row(row: Mapping[str, Any]) -> ReplicaSummary:
+    """A replica row's summary (its `replica` struct as pandas hands it over)."""
+    replica = row["replica"]
+    torn = replica["torn_tail"]
+    return ReplicaSummary(
+        log_dir=int(row["log_dir"]),
+        child=int(row["child"]),
+        broker=int(row["broker"]),
+        topic=str(row["topic"]),
+        partition=int(row["partition"]),
+        judged=bool(row["judged"]),
+        metadata=bool(row["metadata"]),
+        path=replica["path"],
+        batches=int(replica["batch_count"]),
+        log_start_offset=_int_or_none(replica["log_start_offset"]),
+        high_watermark=_int_or_none(replica["high_watermark"]),
+        log_end_offset=_int_or_none(replica["log_end_offset"]),
+        recovery_point=_int_or_none(replica["recovery_point"]),
+        torn_tail=None
+        if torn is None
+        else TornTail(torn["path"], int(torn["position"]), int(torn["length"]), torn["reason"]),
+        errors=[error_from_value(e) for e in _seq(replica["errors"])],
+        topic_id=replica["topic_id"],
+    )
+
+
 def lineage_from_row(
     topic: str, partition: int, broker: int, replica: Mapping[str, Any], batches: bytes | None
 ) -> Lineage:
@@ -474,7 +550,14 @@ def metadata_log_json(log: MetadataLog) -> str:
 def metadata_log_from_json(text: str) -> MetadataLog:
     data = json.loads(text)
     events = [
-        PartitionStateEvent(**{**e, "isr": tuple(e["isr"]), "replicas": tuple(e["replicas"])})
+        PartitionStateEvent(
+            **{
+                **e,
+                "isr": tuple(e["isr"]),
+                "replicas": tuple(e["replicas"]),
+                "leader_recovery_state": RecoveryState(e["leader_recovery_state"]),
+            }
+        )
         for e in data["events"]
     ]
     changes = [

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
+from fixtures.cleanup import Terminated
 from fixtures.errors import LogforkError
 from fixtures.releases import NEWEST_3_9, NEWEST_4
+from runrecord.outcome import Outcome
 
 
 def _add_target(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
@@ -49,18 +52,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     verdict = run(
         scenario, args.kafka_version, mode, out=Path(args.out), base_image=args.base_image
     )
+    if verdict.outcome == Outcome.SETUP_FAILED:
+        # Recorded in the run directory; said here as any error about the machine is.
+        where = f" (recorded in {verdict.run_dir})" if verdict.run_dir else ""
+        print(f"logfork: {verdict.summary}{where}", file=sys.stderr)
+        return verdict.exit_code
     print(verdict.headline())
     if verdict.run_dir:
         print(f"run directory: {verdict.run_dir}")
-        phases = ", ".join(f"{k} {v:.1f}s" for k, v in verdict.phases.items())
-        print(f"wall time: {phases}")
+        phases = dict(verdict.phases)
         if not args.no_report:
             from reports.cli import report_run
 
+            started = time.monotonic()
+            engine = "spark" if args.spark_master else args.report_engine
             path = report_run(
-                Path(verdict.run_dir), Path(args.out) / "report", master=args.spark_master
+                Path(verdict.run_dir),
+                Path(args.out) / "report",
+                engine=engine,
+                master=args.spark_master,
             )
+            phases["report"] = time.monotonic() - started
             print(f"report: {path}")
+        split = ", ".join(f"{k} {v:.1f}s" for k, v in phases.items())
+        print(f"wall time {sum(phases.values()):.1f}s: {split}")
     return verdict.exit_code
 
 
@@ -96,18 +111,6 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_audit(args: argparse.Namespace) -> int:
-    from reports.cli import run_audit
-
-    return run_audit(args)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from reports.cli import run_report
-
-    return run_report(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logfork",
@@ -139,10 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.add_argument(
+        "--report-engine",
+        choices=("local", "spark"),
+        default="local",
+        help="where the report's pipeline runs (default: local, in this process)",
+    )
+    p.add_argument(
         "--spark-master",
         metavar="URL",
-        help="Spark master for the report's pipeline (default: $LOGFORK_SPARK_MASTER, else "
-        "local[*])",
+        help="run the report's pipeline on this Spark master (implies --report-engine spark)",
     )
     p.set_defaults(func=cmd_run)
 
@@ -156,12 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
         "whether replicas diverged. Exit 0: all consistent; 1: a partition "
         "diverged; 2: an input could not be read at all.",
     )
-    from checkers import audit
     from reports import cli as reports_cli
 
-    audit.add_arguments(p)
-    reports_cli.add_audit_html_arguments(p)
-    p.set_defaults(func=cmd_audit)
+    reports_cli.add_audit_arguments(p)
+    p.set_defaults(func=reports_cli.run_audit)
 
     p = sub.add_parser(
         "report",
@@ -170,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and an index page over them, through the PySpark pipeline.",
     )
     reports_cli.add_report_arguments(p)
-    p.set_defaults(func=cmd_report)
+    p.set_defaults(func=reports_cli.run_report)
 
     p = sub.add_parser("prepare", help="build the base images and fetch the jars of releases")
     _add_target(p, many=True)
@@ -204,6 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("logfork: interrupted; the cluster was torn down", file=sys.stderr)
         return 130
+    except Terminated:
+        # What CI timeouts, `timeout` and orchestrators send: torn down as for Ctrl-C,
+        # and the conventional 128 + 15.
+        print("logfork: terminated (SIGTERM); the cluster was torn down", file=sys.stderr)
+        return 143
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fixtures.releases import resolve
+from runrecord.outcome import Outcome
+from runrecord.run import Verdict
 from suites import registry
-from suites.scenario import Outcome, ScenarioError, Verdict, run
+from suites.scenario import ScenarioError, run
 
 
 @dataclass

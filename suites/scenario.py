@@ -1,49 +1,41 @@
 """What a scenario is, how one run of it goes, and how its verdict is earned.
 
-A scenario provisions a cluster (fixtures), drives it into the state its KIP describes
-(faults plus the workload), verifies that every intermediate state was reached, lets the
-cluster converge, and hands the on-disk logs to the checker. Its outcome is then compared
-with what the release should do: before the fix the bug must show, from the fix on it must
-not. A scenario that did not reach its states ends "not reached", never pass or fail.
+A scenario provisions a cluster (fixtures), creates its topic and records its partition's
+states, drives the cluster into the state its KIP describes (faults plus the workload),
+verifies that every intermediate state was reached, lets the cluster converge, and hands
+the on-disk logs and the producer's history to the checkers. Its outcome is then compared
+with what the release should do: before the fix the bug must show, from the fix on it
+must not. A scenario that did not reach its states ends "not reached", one whose cluster
+could not start "setup failed"; neither passes or fails.
 """
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from enum import StrEnum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faults.timeline import Timeline
+from checkers.lineage import Lineage
 from fixtures.cluster import Cluster, ClusterSpec
-from fixtures.errors import LogforkError, NotReached
+from fixtures.errors import LogforkError, NotReached, SetupError
+from fixtures.nodes import Node
 from fixtures.releases import Release, resolve
 from fixtures.waiting import Aborted, WaitTimeout
+from observe.replicas import replica, spans
+from observe.state import StateRecorder
+from observe.timeline import Timeline
+from runrecord.outcome import Outcome
+from runrecord.run import RunInfo, Verdict
+from runrecord.rundir import ERROR_TXT, RunDir
 from suites.workload import History
-
-
-class Outcome(StrEnum):
-    CONSISTENT = "consistent"  # replicas agree and no acknowledged write was lost
-    REPRODUCED = "reproduced"  # the known bug showed, on a release before its fix
-    DEPARTS = "departs"  # the release departs from the KIP's text, as logfork documents
-    DIVERGED = "diverged"  # replicas diverged or data was lost where the release should not
-    NOT_REACHED = "not-reached"  # the scenario could not create the state it needs
-    NOT_APPLICABLE = "not-applicable"  # the release or mode lacks what the scenario tests
 
 
 class ScenarioError(LogforkError):
     """A scenario broke in a way logfork did not foresee (a bug in logfork, most likely)."""
-
-
-EXIT_AS_EXPECTED = 0
-EXIT_NOT_AS_EXPECTED = 1
-EXIT_USAGE = 2
-EXIT_NOT_REACHED = 3
 
 
 @dataclass(frozen=True)
@@ -60,6 +52,21 @@ class Departure:
     reference: str  # the code or JIRA that explains it
 
 
+@dataclass(frozen=True)
+class Topic:
+    """The topic a scenario works on: created before the body runs, partition 0's states
+    recorded to states.jsonl throughout."""
+
+    name: str
+    assignment: Callable[[str], list[list[int]]]  # mode -> replicas per partition
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def fixed(cls, name: str, replicas: Sequence[int], **config: Any) -> Topic:
+        """One partition with the same replicas in both modes."""
+        return cls(name, lambda _mode: [list(replicas)], config)
+
+
 @dataclass
 class Finding:
     """What a scenario body observed: the raw material of a verdict."""
@@ -70,59 +77,16 @@ class Finding:
 
 
 @dataclass
-class Verdict:
-    scenario: str
-    release: str
-    mode: str
-    outcome: Outcome
-    expected: Outcome
-    summary: str
-    jira: str | None = None
-    kip: str | None = None
-    fixed_in: str | None = None
-    run_dir: str | None = None
-    phases: dict[str, float] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def as_expected(self) -> bool:
-        return self.outcome == self.expected
-
-    @property
-    def exit_code(self) -> int:
-        if self.outcome in (Outcome.NOT_REACHED, Outcome.NOT_APPLICABLE):
-            return EXIT_NOT_REACHED if self.outcome == Outcome.NOT_REACHED else EXIT_AS_EXPECTED
-        return EXIT_AS_EXPECTED if self.as_expected else EXIT_NOT_AS_EXPECTED
-
-    def headline(self) -> str:
-        if self.outcome == Outcome.NOT_APPLICABLE:
-            return f"{self.scenario} on Kafka {self.release} ({self.mode}): {self.summary}"
-        if self.outcome == Outcome.NOT_REACHED:
-            verdict = "NOT REACHED"
-        elif self.as_expected and self.outcome == Outcome.DEPARTS:
-            verdict = f"KNOWN DEPARTURE FROM {self.kip}"
-        elif self.as_expected:
-            verdict = "AS THE KIP SAYS"
-        else:
-            verdict = "NOT AS THE KIP SAYS"
-        ref = f" [{self.jira}]" if self.jira else ""
-        return (
-            f"{verdict}: {self.scenario} on Kafka {self.release} ({self.mode}) "
-            f"{self.outcome.value}{ref} (expected {self.expected.value}): {self.summary}"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["as_expected"] = self.as_expected
-        return data
-
-
-@dataclass
 class RunContext:
     cluster: Cluster
-    timeline: Timeline
     history: History
-    run_dir: Path
+    run: RunDir
+    topic: str | None = None
+    recorder: StateRecorder | None = None
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.cluster.timeline
 
     @property
     def release(self) -> Release:
@@ -132,10 +96,30 @@ class RunContext:
     def mode(self) -> str:
         return self.cluster.mode
 
-    def write_json(self, name: str, data: Any) -> Path:
-        path = self.run_dir / name
-        path.write_text(json.dumps(data, indent=1, default=str))
-        return path
+    @property
+    def run_dir(self) -> Path:
+        return self.run.path
+
+    def broker(self, broker_id: int) -> Node:
+        return self.cluster.broker(broker_id)
+
+    def expect(self, holds: bool, expected: str, observed: object) -> None:
+        """A state the scenario needs: when it does not hold, the run ends not reached,
+        saying what was expected and what was observed."""
+        if not holds:
+            raise NotReached(expected, str(observed))
+
+    def expect_log(
+        self, broker_id: int, batches: list[tuple[int, int]], what: str, *, topic: str | None = None
+    ) -> Lineage:
+        """The broker's replica holds exactly these batches (base, last), read from disk."""
+        lineage = replica(self.cluster, broker_id, topic or self.topic or "")
+        actual = [(b.base_offset, b.last_offset) for b in lineage.batches]
+        shown = " ".join(f"[{a},{b}]" for a, b in batches)
+        self.expect(
+            actual == batches, f"{what}: broker {broker_id} holding {shown}", spans(lineage)
+        )
+        return lineage
 
 
 @dataclass(frozen=True)
@@ -144,6 +128,7 @@ class Scenario:
     title: str
     body: Callable[[RunContext], Finding]
     cluster: Callable[[str, str], ClusterSpec]  # (kafka version or path, mode) -> spec
+    topic: Topic | None = None
     kip: str | None = None
     jira: str | None = None
     fixed_in: str | None = None  # None: the behaviour must hold on every release
@@ -172,6 +157,18 @@ class Scenario:
         return None
 
 
+def _body(scenario: Scenario, ctx: RunContext) -> Finding:
+    """The scenario's topic created and its states recorded around its body."""
+    if scenario.topic is None:
+        return scenario.body(ctx)
+    topic = scenario.topic
+    ctx.cluster.create_topic(topic.name, topic.assignment(ctx.mode), topic.config)
+    ctx.topic = topic.name
+    ctx.recorder = StateRecorder(ctx.cluster, topic.name, 0, ctx.run.states_writer())
+    with ctx.recorder:
+        return scenario.body(ctx)
+
+
 def run(
     scenario: Scenario,
     kafka: str,
@@ -181,7 +178,7 @@ def run(
     base_image: str | None = None,
 ) -> Verdict:
     """One run of a scenario against a fresh cluster. Writes the run directory and returns
-    the verdict; LogforkErrors about the machine (no engine, unknown release) propagate."""
+    the verdict; an unknown release or scenario raises before any run directory exists."""
     release = resolve(kafka).release
     expected = scenario.expected(release)
 
@@ -206,29 +203,29 @@ def run(
     spec = scenario.cluster(kafka, mode)
     spec.base_image = base_image or spec.base_image
     cluster = Cluster(spec, run_dir=None)
-    run_dir = (out / f"{scenario.id}-{release}-{mode}-{cluster.run_id}").resolve()
-    cluster.run_dir = run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    timeline = Timeline(run_dir / "timeline.jsonl")
-    history = History(run_dir / "producer.jsonl")
-    meta = {
-        "scenario": scenario.id,
-        "title": scenario.title,
-        "kip": scenario.kip,
-        "jira": scenario.jira,
-        "fixed_in": scenario.fixed_in,
-        "release": str(release),
-        "mode": mode,
-        "started": time.time(),
-        "host": platform.node(),
-    }
-    (run_dir / "run.json").write_text(json.dumps(meta, indent=1))
+    record = RunDir((out / f"{scenario.id}-{release}-{mode}-{cluster.run_id}").resolve())
+    cluster.run_dir = record.path
+    record.path.mkdir(parents=True, exist_ok=True)
+    cluster.timeline = timeline = Timeline(record.timeline_writer())
+    history = History(record.producer_writer())
+    info = RunInfo(
+        scenario=scenario.id,
+        title=scenario.title,
+        release=str(release),
+        mode=mode,
+        started=time.time(),
+        host=platform.node(),
+        kip=scenario.kip,
+        jira=scenario.jira,
+        fixed_in=scenario.fixed_in,
+    )
+    record.write_run(info)
     timeline.phase("boot")
     try:
         with cluster:
-            ctx = RunContext(cluster, timeline, history, run_dir)
             timeline.phase("faults")
-            finding = scenario.body(ctx)
+            finding = _body(scenario, RunContext(cluster, history, record))
+            timeline.phase("teardown")
         timeline.phase("done")
         if finding.bug_seen:
             bad = (Outcome.REPRODUCED, Outcome.DEPARTS)
@@ -248,23 +245,24 @@ def run(
         summary = str(exc) if isinstance(exc, NotReached) else f"not reached: {exc}"
         timeline.record("note", "not-reached", reason=summary)
         result = verdict(Outcome.NOT_REACHED, summary)
+    except SetupError as exc:
+        # The cluster could not start (no engine, no image, a node that died booting):
+        # nothing was tested, and the reason is one paragraph, not a traceback.
+        timeline.record("note", "setup-failed", reason=str(exc))
+        result = verdict(Outcome.SETUP_FAILED, str(exc))
     except Exception as exc:
-        (run_dir / "error.txt").write_text(traceback.format_exc())
+        (record.path / ERROR_TXT).write_text(traceback.format_exc())
         raise ScenarioError(
             f"{scenario.id} on Kafka {release} ({mode}) failed unexpectedly: "
-            f"{type(exc).__name__}: {exc}. The traceback is in {run_dir / 'error.txt'}."
+            f"{type(exc).__name__}: {exc}. The traceback is in {record.path / ERROR_TXT}."
         ) from exc
-    result.run_dir = str(run_dir)
+    result.run_dir = str(record.path)
     result.phases = timeline.phase_durations()
     result.phases.pop("done", None)
-    (run_dir / "verdict.json").write_text(json.dumps(result.to_json(), indent=1, default=str))
-    meta.update(
-        {
-            "finished": time.time(),
-            "outcome": result.outcome.value,
-            "as_expected": result.as_expected,
-            "cluster": cluster.boot and asdict(cluster.boot),
-        }
-    )
-    (run_dir / "run.json").write_text(json.dumps(meta, indent=1, default=str))
+    record.write_verdict(result)
+    info.finished = time.time()
+    info.outcome = result.outcome
+    info.as_expected = result.as_expected
+    info.boot = cluster.boot
+    record.write_run(info)
     return result

@@ -15,16 +15,16 @@ from typing import Any
 from confluent_kafka import Producer
 
 from checkers.audit import audit
-from checkers.lineage import Lineage, read_log_dir
-from checkers.model import Protocol, TruncationResult, truncate_follower
+from checkers.model import TruncationResult, truncate_follower
 from checkers.verdict import PartitionVerdict
-from faults.observe import partition_state
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.errors import NotReached
-from fixtures.releases import Release
 from fixtures.waiting import WaitTimeout, wait_until
+from observe.replicas import replica
+from observe.state import PartitionState, partition_state
+from runrecord.history import Send
 from suites.scenario import Finding, RunContext
-from suites.workload import Send
+from suites.workload import delivery
 
 
 def controller_apart(kafka: str, mode: str, **spec: Any) -> ClusterSpec:
@@ -40,47 +40,6 @@ def controller_apart(kafka: str, mode: str, **spec: Any) -> ClusterSpec:
         node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
         **spec,
     )
-
-
-def protocol_for(release: Release) -> Protocol:
-    """How a follower of this release finds where to truncate (with the inter-broker
-    protocol left at its default, the release's own)."""
-    if not release.has_leader_epochs:
-        return Protocol.HIGH_WATERMARK
-    if not release.has_kip279:
-        return Protocol.KIP_101  # OffsetsForLeaderEpoch v0
-    if not release.at_least(2, 7):
-        return Protocol.KIP_279  # v1+: the answer names its epoch
-    return Protocol.DIVERGING_EPOCH  # truncation from the Fetch response (KAFKA-10554)
-
-
-def replica(cluster: Cluster, broker_id: int, topic: str, partition: int = 0) -> Lineage:
-    """One replica's lineage, read from the broker's log dir on the host."""
-    log_dir = read_log_dir(cluster.broker(broker_id).data_dir, topic=topic)
-    lineage = log_dir.lineages.get((topic, partition))
-    return lineage or Lineage(topic, partition, broker_id)
-
-
-def spans(lineage: Lineage) -> str:
-    if not lineage.batches:
-        return "(empty)"
-    # v0/v1 messages carry no leader epoch (-1): show just the offsets.
-    return " ".join(
-        f"[{b.base_offset},{b.last_offset}]" + (f"e{b.leader_epoch}" if b.leader_epoch >= 0 else "")
-        for b in lineage.batches
-    )
-
-
-def expect_log(
-    cluster: Cluster, broker_id: int, topic: str, expected: list[tuple[int, int]], what: str
-) -> Lineage:
-    """The broker's replica holds exactly these batches (base, last); else not reached."""
-    lineage = replica(cluster, broker_id, topic)
-    actual = [(b.base_offset, b.last_offset) for b in lineage.batches]
-    if actual != expected:
-        shown = " ".join(f"[{a},{b}]" for a, b in expected)
-        raise NotReached(f"{what}: broker {broker_id} holding {shown}", spans(lineage))
-    return lineage
 
 
 def produce_batch(
@@ -118,15 +77,6 @@ def produce_batch(
         }
     )
     sends: list[Send] = []
-
-    def report(err: Any, msg: Any, send: Send) -> None:
-        send.acked = time.time()
-        if err is not None:
-            send.error = err.str()
-        else:
-            send.offset, send.partition = msg.offset(), msg.partition()
-        ctx.history.add(send)
-
     for i in range(count):
         value = f"{topic}-{tag}-{i}"
         send = Send(topic, value, value, acks, time.time(), partition=partition, broker=to)
@@ -136,7 +86,7 @@ def produce_batch(
             value=value.encode(),
             key=value.encode(),
             partition=partition,
-            on_delivery=lambda e, m, s=send: report(e, m, s),
+            on_delivery=delivery(ctx.history, send),
         )
     producer.flush(timeout)
     failed = [s for s in sends if not s.ok]
@@ -160,8 +110,8 @@ def await_leader(
     what: str,
     min_epoch: int | None = None,
     timeout: float = 90.0,
-):
-    def ok(s) -> bool:
+) -> PartitionState:
+    def ok(s: PartitionState) -> bool:
         return s.leader == leader and (min_epoch is None or (s.leader_epoch or 0) >= min_epoch)
 
     try:
@@ -174,7 +124,7 @@ def await_leader(
 
 def await_isr(
     cluster: Cluster, topic: str, isr: tuple[int, ...], *, what: str, timeout: float = 90.0
-):
+) -> PartitionState:
     try:
         return wait_until(
             lambda: partition_state(cluster, topic),
@@ -309,7 +259,7 @@ def _await_checkpointed_high_watermarks(
 
 def predict(ctx: RunContext, topic: str, *, leader: int, follower: int) -> TruncationResult:
     """What the protocol model says the follower will do, from the logs as they are now."""
-    protocol = protocol_for(ctx.release)
+    protocol = ctx.release.protocol
     result = truncate_follower(
         replica(ctx.cluster, leader, topic), replica(ctx.cluster, follower, topic), protocol
     )
@@ -329,8 +279,8 @@ def judge(ctx: RunContext, topic: str, partition: int = 0) -> PartitionVerdict:
     """The checker's judgement of the topic's replicas on disk; audit.json keeps it."""
     ctx.timeline.phase("check")
     dirs = [node.data_dir for node in ctx.cluster.brokers.values()]
-    result = audit(dirs, topic=topic, protocol=protocol_for(ctx.release))
-    (ctx.run_dir / "audit.json").write_text(result.to_json())
+    result = audit(dirs, topic=topic, protocol=ctx.release.protocol)
+    ctx.run.write_audit(result.to_dict())
     for verdict in result.partitions:
         if (verdict.topic, verdict.partition) == (topic, partition):
             return verdict

@@ -9,10 +9,9 @@ from confluent_kafka import Producer
 
 from checkers.segments import scan_partition
 from faults import controller, elections, network, power, process, replication, session
-from faults.observe import partition_state, wait_state
-from faults.timeline import Timeline
 from fixtures.errors import NotReached
 from fixtures.waiting import wait_until
+from observe.state import partition_state, wait_state
 
 pytestmark = pytest.mark.cluster
 
@@ -37,34 +36,33 @@ def assert_healed(cluster):
 
 def test_faults_process_and_network(cluster_factory):
     cluster = cluster_factory()
-    timeline = Timeline(cluster.run_dir / "timeline.jsonl")
     b1, b2, b3 = (cluster.broker(i) for i in (1, 2, 3))
     cluster.create_topic("t", [[1, 2, 3]])
 
-    process.pause(b3, timeline)
+    process.pause(cluster, b3)
     assert b3.status() == "paused"
     produce(cluster, "t", 10, acks="1")  # the leader answers while a follower is frozen
-    process.resume(b3, timeline)
+    process.resume(cluster, b3)
 
-    with network.partition(cluster, b1, b2, timeline=timeline):
+    with network.partition(cluster, b1, b2):
         assert not network.reachable(cluster, b1, b2)
         assert not network.reachable(cluster, b2, b1)
         assert network.reachable(cluster, b1, b3)
     assert network.reachable(cluster, b1, b2)
 
-    with network.partition(cluster, b1, b2, one_way=True, timeline=timeline) as cut:
+    with network.partition(cluster, b1, b2, one_way=True) as cut:
         assert [r[0] for r in cut.rules] == ["INPUT"]
         assert not network.reachable(cluster, b2, b1)
 
     others = [n for n in cluster.nodes.values() if n is not b3]
-    with network.isolate(cluster, b3, timeline=timeline):
+    with network.isolate(cluster, b3):
         assert not any(network.reachable(cluster, b3, n) for n in others)
     assert all(network.reachable(cluster, b3, n) for n in others)
 
     for signal, code in (("SIGKILL", 137), ("SIGTERM", 143)):
-        process.kill(cluster, b2, timeline, signal=signal)
+        process.kill(cluster, b2, signal=signal)
         assert (b2.status(), b2.exit_code()) == ("exited", code)
-        process.restart(cluster, b2, timeline)
+        process.restart(cluster, b2)
     assert_healed(cluster)
 
 
@@ -80,11 +78,10 @@ def test_faults_session_expiry(cluster_factory, kafka_target):
         node_config={"b2": short, "b1": short},
         controller=3 if zk else None,
     )
-    timeline = Timeline(cluster.run_dir / "timeline.jsonl")
     cluster.create_topic("t", [[1, 2, 3]])
 
     # A follower's session expires while the leader's does not.
-    with session.expire_session(cluster, cluster.broker(2), timeline=timeline) as expiry:
+    with session.expire_session(cluster, cluster.broker(2)) as expiry:
         assert 1 in cluster.registered_brokers() and 2 not in cluster.registered_brokers()
         assert expiry.moved[("t", 0)] == 1
         if kafka_target.mode == "kraft":  # a fenced broker cannot rejoin an ISR (KIP-841)
@@ -93,7 +90,7 @@ def test_faults_session_expiry(cluster_factory, kafka_target):
 
     # The leader's session expires: the controller moves leadership.
     before = partition_state(cluster, "t")
-    with session.expire_session(cluster, cluster.broker(1), timeline=timeline) as expiry:
+    with session.expire_session(cluster, cluster.broker(1)) as expiry:
         assert expiry.moved[("t", 0)] in (2, 3)
         after = partition_state(cluster, "t")
         assert after.leader_epoch > before.leader_epoch
@@ -103,7 +100,6 @@ def test_faults_session_expiry(cluster_factory, kafka_target):
 def test_faults_elections(cluster_factory, kafka_target):
     # The controller stays on broker 1, which this test never stops.
     cluster = cluster_factory(controller=1 if kafka_target.mode == "zk" else None)
-    timeline = Timeline(cluster.run_dir / "timeline.jsonl")
     cluster.create_topic("t", [[2, 3, 1]])
     cluster.create_topic("u", [[2, 3]], {"min.insync.replicas": 1})
 
@@ -112,7 +108,7 @@ def test_faults_elections(cluster_factory, kafka_target):
         elections.elect_unclean(cluster, "t", to=3)
 
     # Preferred: move leadership off broker 2, then elect it back.
-    process.kill(cluster, cluster.broker(2), timeline)
+    process.kill(cluster, cluster.broker(2))
     wait_state(
         cluster,
         "t",
@@ -120,55 +116,57 @@ def test_faults_elections(cluster_factory, kafka_target):
         what="leader moved",
         timeout=90,
     )
-    process.restart(cluster, cluster.broker(2), timeline)
+    process.restart(cluster, cluster.broker(2))
     before = wait_state(
         cluster, "t", lambda s: s.isr == (1, 2, 3), what="2 back in the ISR", timeout=90
     )
-    after = elections.elect_preferred(cluster, "t", timeline=timeline)
+    after = elections.elect_preferred(cluster, "t")
     assert after.leader == 2 and after.leader_epoch > before.leader_epoch
     assert after.isr == (1, 2, 3)
 
     # Unclean: broker 3 falls out of the ISR of u, then u's only ISR member dies.
-    process.kill(cluster, cluster.broker(3), timeline)
+    process.kill(cluster, cluster.broker(3))
     wait_state(cluster, "u", lambda s: s.isr == (2,), what="ISR {2}", timeout=90)
     produce(cluster, "u", 5, acks="1")
-    process.kill(cluster, cluster.broker(2), timeline)
+    process.kill(cluster, cluster.broker(2))
     # Releases differ in what the state says once the last ISR member is gone (1.1.1 keeps
     # the dead leader in the znode); what matters is that no ISR member is alive.
     wait_until(
         cluster.registered_brokers, lambda ids: ids == {1}, what="only broker 1 alive", timeout=90
     )
     offline = partition_state(cluster, "u")
-    process.restart(cluster, cluster.broker(3), timeline)
-    after = elections.elect_unclean(cluster, "u", to=3, timeline=timeline)
+    process.restart(cluster, cluster.broker(3))
+    after = elections.elect_unclean(cluster, "u", to=3)
     assert after.leader == 3 and after.leader_epoch > offline.leader_epoch
-    process.restart(cluster, cluster.broker(2), timeline)
+    process.restart(cluster, cluster.broker(2))
     assert_healed(cluster)
 
 
 def test_faults_controller(cluster_factory, kafka_target):
     cluster = cluster_factory(**({"controllers": 3} if kafka_target.mode == "kraft" else {}))
-    timeline = Timeline(cluster.run_dir / "timeline.jsonl")
-    old, new = controller.kill_controller(cluster, timeline=timeline)
+    old, new = controller.kill_controller(cluster)
     assert new is not old
-    process.restart(cluster, old, timeline)
-    cut, old, new = controller.isolate_controller(cluster, timeline=timeline)
+    process.restart(cluster, old)
+    old, new = controller.pause_controller(cluster)
+    assert new is not old and old.status() == "running"
+    cut, old, new = controller.isolate_controller(cluster)
     assert new is not old
     cut.heal()
     assert_healed(cluster)
+    # Every fault recorded itself in the cluster's timeline.
+    names = [(e.kind, e.name) for e in cluster.timeline.events]
+    for event in (("fault", "kill"), ("fault", "pause"), ("heal", "resume"), ("fault", "cut")):
+        assert event in names, names
 
 
 def test_faults_power_loss_and_hold_back(cluster_factory):
     cluster = cluster_factory(broker_config={"replica.lag.time.max.ms": 120000})
-    timeline = Timeline(cluster.run_dir / "timeline.jsonl")
     cluster.create_topic("p", [[1, 2, 3]])
     cluster.create_topic("h", [[1, 2]], {"min.insync.replicas": 1})
 
     # Hold a follower back: it stops replicating but stays in the ISR.
     produce(cluster, "h", 10)
-    with replication.hold_back(
-        cluster, "h", cluster.broker(2), cluster.broker(1), timeline=timeline
-    ) as held:
+    with replication.hold_back(cluster, "h", cluster.broker(2), cluster.broker(1)) as held:
         produce(cluster, "h", 10, acks="1")
         assert log_end(cluster.broker(1), "h") == 20
         assert log_end(cluster.broker(2), "h") == 10
@@ -178,15 +176,15 @@ def test_faults_power_loss_and_hold_back(cluster_factory):
     # Power loss: the log is cut where it says, on a batch boundary at or below it.
     for _ in range(20):
         produce(cluster, "p", 10)  # 20 flushes make 20 small batches
-    losses = power.power_loss(cluster, cluster.broker(3), timeline=timeline, cut_at={("p", 0): 95})
+    losses = power.power_loss(cluster, cluster.broker(3), cut_at={("p", 0): 95})
     loss = losses[("p", 0)]
     assert loss.end_before == 200 and loss.end_after == 90
     assert log_end(cluster.broker(3), "p") == 90
-    process.restart(cluster, cluster.broker(3), timeline)
+    process.restart(cluster, cluster.broker(3))
     wait_state(cluster, "p", lambda s: s.isr == (1, 2, 3), what="3 back in the ISR", timeout=90)
 
     # By default the tail after the recovery point is lost: nothing was flushed yet.
-    losses = power.power_loss(cluster, cluster.broker(2), timeline=timeline, topics={"p"})
+    losses = power.power_loss(cluster, cluster.broker(2), topics={"p"})
     assert losses[("p", 0)].end_after <= losses[("p", 0)].cut_at
-    process.restart(cluster, cluster.broker(2), timeline)
+    process.restart(cluster, cluster.broker(2))
     assert_healed(cluster)

@@ -1,61 +1,57 @@
 """The workload: producers that keep a history of every send, and a reader of what is there.
 
-The history (every send, its acks setting, and its acknowledged offset or its error) is what
-the acknowledged-write checks are judged against: a write the cluster acknowledged and later
-lost is the failure that matters most.
+The history (`runrecord.history.Send`: every send, its acks setting, and its acknowledged
+offset or its error) is what the history checker (`checkers.history`) judges against: a
+write the cluster acknowledged and later lost is the failure that matters most.
 """
 
 from __future__ import annotations
 
-import json
+import threading
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from checkers.history import ReadLog
+from checkers.records import Record
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError
-
-
-@dataclass
-class Send:
-    topic: str
-    key: str
-    value: str
-    acks: str
-    sent: float  # wall-clock time
-    acked: float | None = None
-    partition: int | None = None
-    offset: int | None = None
-    error: str | None = None
-    broker: int | None = None  # the broker the producer sent to (its believed leader)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.offset is not None
+from runrecord.history import Send
+from runrecord.typed import JsonLines
 
 
 class History:
     """All sends of a run, appended to producer.jsonl in the run directory as they complete."""
 
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path
+    def __init__(self, writer: JsonLines | None = None) -> None:
+        self.writer = writer
         self.sends: list[Send] = []
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
+        self._lock = threading.Lock()
 
     def add(self, send: Send) -> None:
-        self.sends.append(send)
-        if self.path is not None:
-            with self.path.open("a") as f:
-                f.write(json.dumps(asdict(send)) + "\n")
+        with self._lock:
+            self.sends.append(send)
+        if self.writer is not None:
+            self.writer.append(send)
 
     def acknowledged(self, acks: str | None = None) -> list[Send]:
         return [s for s in self.sends if s.ok and (acks is None or s.acks == acks)]
+
+
+def delivery(history: History, send: Send) -> Any:
+    """A producer's delivery callback that completes `send` and records it."""
+
+    def report(err: KafkaError | None, msg: Any) -> None:
+        send.acked = time.time()
+        if err is not None:
+            send.error = err.str()
+        else:
+            send.offset, send.partition = msg.offset(), msg.partition()
+        history.add(send)
+
+    return report
 
 
 class HistoryProducer:
@@ -72,6 +68,7 @@ class HistoryProducer:
         self.cluster = cluster
         self.history = history
         self.acks = acks
+        self.only = only
         release = cluster.release
         settings = {
             **cluster.client_config(only),
@@ -86,36 +83,30 @@ class HistoryProducer:
         settings.update(conf)
         self._producer = Producer(settings)
 
+    def produce(self, topic: str, value: str, *, partition: int = 0) -> Send:
+        """Queue one send (its key is its value); the history gets it once it completes."""
+        send = Send(
+            topic, value, value, self.acks, time.time(), partition=partition, broker=self.only
+        )
+        while True:
+            try:
+                self._producer.produce(
+                    topic,
+                    value=value.encode(),
+                    key=value.encode(),
+                    partition=partition,
+                    on_delivery=delivery(self.history, send),
+                )
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                self._producer.poll(0.1)
+        self._producer.poll(0)
+        return send
+
     def send(
         self, topic: str, values: Iterable[str], *, partition: int = 0, timeout: float = 90.0
     ) -> list[Send]:
-        sends: list[Send] = []
-
-        def report(err: KafkaError | None, msg: Any, send: Send) -> None:
-            send.acked = time.time()
-            if err is not None:
-                send.error = err.str()
-            else:
-                send.offset = msg.offset()
-                send.partition = msg.partition()
-            self.history.add(send)
-
-        for value in values:
-            send = Send(topic, value, value, self.acks, time.time(), partition=partition)
-            sends.append(send)
-            while True:
-                try:
-                    self._producer.produce(
-                        topic,
-                        value=value.encode(),
-                        key=value.encode(),
-                        partition=partition,
-                        on_delivery=lambda err, msg, s=send: report(err, msg, s),
-                    )
-                    break
-                except BufferError:  # local queue full: let deliveries drain
-                    self._producer.poll(0.1)
-            self._producer.poll(0)
+        sends = [self.produce(topic, value, partition=partition) for value in values]
         remaining = self._producer.flush(timeout)
         if remaining:
             raise LogforkError(
@@ -124,21 +115,18 @@ class HistoryProducer:
             )
         return sends
 
-    def close(self) -> None:
-        self._producer.flush(10)
+    def poll(self, timeout: float = 0) -> None:
+        self._producer.poll(timeout)
 
-
-@dataclass(frozen=True)
-class Record:
-    offset: int
-    key: str
-    value: str
+    def close(self, timeout: float = 10) -> None:
+        self._producer.flush(timeout)
 
 
 def read_partition(
     cluster: Cluster, topic: str, partition: int = 0, *, timeout: float = 60.0
-) -> list[Record]:
-    """Every record of a partition from the start up to its current high watermark."""
+) -> ReadLog:
+    """Every record of a partition from the start up to its current high watermark, as the
+    history checker's final log."""
     consumer = Consumer(
         {
             **cluster.client_config(),
@@ -166,7 +154,8 @@ def read_partition(
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     continue
                 raise LogforkError(f"reading {topic}-{partition} failed: {msg.error().str()}")
-            records.append(Record(msg.offset(), msg.key().decode(), msg.value().decode()))
-        return records
+            stamp = msg.timestamp()[1]
+            records.append(Record(msg.offset(), stamp, msg.key(), msg.value()))
+        return ReadLog(records, log_start=low, log_end=high)
     finally:
         consumer.close()

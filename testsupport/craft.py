@@ -20,6 +20,8 @@ from typing import Any
 
 from checkers.codec import compact_int32s, compact_uuids, tagged, uuid_bytes, uuid_text, uvarint
 from checkers.encode import BASE_TIMESTAMP, CODECS, compress, encode_v2_batch
+from runrecord.run import RunInfo
+from runrecord.rundir import RunDir
 
 
 def encode_control_batch(
@@ -350,14 +352,18 @@ def write_log_dir(
     return root
 
 
-def write_run_dir(run_dir: Path | str, nodes: Mapping[str, Mapping[str, Any]]) -> Path:
+def write_run_dir(
+    run_dir: Path | str, nodes: Mapping[str, Mapping[str, Any]], *, info: RunInfo | None = None
+) -> Path:
     """A logfork run directory: run.json and nodes/<name>/data/ (each a broker log dir).
 
     `nodes` maps a node name to `write_log_dir` keyword arguments (broker_id, partitions, ...).
     """
     root = Path(run_dir)
     root.mkdir(parents=True, exist_ok=True)
-    (root / "run.json").write_text(json.dumps({"nodes": sorted(nodes)}))
+    RunDir(root).write_run(
+        info or RunInfo("crafted", "a crafted run", "3.9.2", "zk", 0.0, "crafted")
+    )
     for name, kwargs in nodes.items():
         write_log_dir(root / "nodes" / name / "data", **kwargs)
     return root

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from checkers.audit import audit, main
-from checkers.model import Protocol
+from checkers.audit import audit
+from checkers.audit.render import render
+from suites.cli import main as logfork
+from checkers.protocol import Protocol
 from testsupport import craft, damage
 from testsupport.craft import PartitionSpec
 
@@ -33,7 +35,7 @@ def brokers(
 
 def run_cli(*args: str | Path) -> tuple[int, str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "checkers.audit", *map(str, args)],
+        [sys.executable, "-m", "suites.cli", "audit", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -159,7 +161,7 @@ def test_kip279_scenario1_on_disk(tmp_path: Path) -> None:
     assert result.exit_code == 1
     verdict = result.partitions[0]
     assert verdict.diverged_at == 11 and verdict.below_high_watermark  # broker 2 saw it committed
-    assert "DIVERGED at offset 11" in result.summary()
+    assert "DIVERGED at offset 11" in render(result)
 
 
 # --------------------------------------------------------------------------------------
@@ -264,7 +266,7 @@ def test_bad_segments_are_reported_and_the_audit_goes_on(tmp_path: Path) -> None
     assert entry(data, "u")["status"] == "diverged"
     assert entry(data, "u")["diverged_at"] == 10
     assert result.exit_code == 1
-    summary = result.summary()
+    summary = render(result)
     assert "[broker 2]" in summary and str(seg) in summary and "CRC-32C mismatch" in summary
     assert "(fails its CRC check)" in summary
 
@@ -294,16 +296,19 @@ def test_main_writes_json_and_prints_a_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dirs = brokers(tmp_path, {1: {("t", 0): LOG}, 2: {("t", 0): [*LOG[:3], (30, 31, 9)]}})
-    assert main([*map(str, dirs), "--json", str(tmp_path / "a.json")]) == 1
+    assert logfork(["audit", *map(str, dirs), "--json", str(tmp_path / "a.json")]) == 1
     out = capsys.readouterr().out
     assert "t-0: DIVERGED at offset 30" in out and "exit 1" in out
     data = json.loads((tmp_path / "a.json").read_text())
     for key in ("topic", "partition", "replicas", "status", "diverged_at", "below_high_watermark"):
         assert key in data["partitions"][0]
     assert isinstance(data["errors"], list)
-    assert main([*map(str, dirs), "--json", "-"]) == 1
+    assert logfork(["audit", *map(str, dirs), "--json", "-"]) == 1
     assert json.loads(capsys.readouterr().out)["exit_code"] == 1
-    assert main([*map(str, dirs), "--json", str(tmp_path / "no" / "such" / "dir.json")]) == 2
+    assert (
+        logfork(["audit", *map(str, dirs), "--json", str(tmp_path / "no" / "such" / "dir.json")])
+        == 2
+    )
     assert "could not write" in capsys.readouterr().err
 
 
@@ -366,7 +371,7 @@ def test_epoch_checkpoint_disagreement_is_a_finding(tmp_path: Path) -> None:
         "replica 1: leader-epoch-checkpoint: epoch 2: checkpoint says it starts at 25, the "
         "batches at 20"
     ]
-    assert "leader-epoch-checkpoint: epoch 2" in result.summary()
+    assert "leader-epoch-checkpoint: epoch 2" in render(result)
 
 
 def test_kraft_preview_metadata_dir(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers.audit import audit
+from checkers.audit.render import render
 from checkers.checkpoints import (
     read_leader_epoch_checkpoint,
     read_meta_properties,
@@ -247,6 +248,6 @@ def test_audit_on_mutated_log_dirs(segment: bytes, epochs: bytes) -> None:
         assert result.exit_code in (0, 1)
         check_errors([e.error for e in result.errors])
         result.to_json()
-        result.summary()
+        render(result)
     finally:
         shutil.rmtree(tmp)

@@ -9,13 +9,14 @@ import pytest
 
 from checkers.errors import BadMetadataRecord
 from checkers.metadata_log import (
-    RECOVERED,
-    RECOVERING,
     decode_leader_change,
     decode_metadata_log,
     decode_metadata_record,
 )
+from checkers.protocol import RecoveryState
 from testsupport import craft, damage
+
+RECOVERED, RECOVERING = RecoveryState.RECOVERED, RecoveryState.RECOVERING
 
 ORDERS = craft.kafka_uuid("orders")
 AUDIT = craft.kafka_uuid("audit")
@@ -116,7 +117,7 @@ def test_unknown_tagged_fields_are_skipped() -> None:
         ORDERS, 0, leader=4, extra_tags={17: b"future", 9: b"\x01\x02"}
     )
     f = decode_metadata_record(raw).fields
-    assert f["leader"] == 4 and f["isr"] is None and f["leader_recovery_state"] == -1
+    assert f["leader"] == 4 and f["isr"] is None and f["leader_recovery_state"] is None
     raw = craft.encode_partition_record(
         ORDERS, 0, replicas=[1], isr=[1], leader=1, leader_epoch=0, extra_tags={30: b"x" * 40}
     )

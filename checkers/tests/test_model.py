@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers.model import (
-    Outcome,
+    Fate,
     Protocol,
     end_offset_current,
     end_offset_kip101,
@@ -49,7 +49,7 @@ def test_kip279_scenario1_n_below_20_under_kip101_rules() -> None:
         "offsets",
         "the follower is stuck: it cannot replicate this partition",
     ]
-    assert result.truncation_offset == 16 and result.outcome is Outcome.STUCK
+    assert result.truncation_offset == 16 and result.outcome is Fate.STUCK
     assert len(result.rounds) == 1
 
 
@@ -65,7 +65,7 @@ def test_kip279_scenario1_n_equals_20_under_kip101_rules() -> None:
         "silently diverged",
     ]
     assert result.truncation_offset == 21
-    assert result.outcome is Outcome.DIVERGED and result.diverged_at == 11
+    assert result.outcome is Fate.DIVERGED and result.diverged_at == 11
     assert spans(result.follower_log) == [(0, 10, 1), (11, 20, 2), (21, 30, 3)]
 
 
@@ -81,7 +81,7 @@ def test_kip279_scenario1_n_above_20_under_kip101_rules() -> None:
         "appended them",
         "the follower's log is consistent with the leader's",
     ]
-    assert result.truncation_offset == 11 and result.outcome is Outcome.CONSISTENT
+    assert result.truncation_offset == 11 and result.outcome is Fate.CONSISTENT
     assert spans(result.follower_log) == A_STEP3
 
 
@@ -116,7 +116,7 @@ def test_kip279_scenario1_with_a_diverging_epoch_fetch(n: int) -> None:
         "diverging epoch 1 ending at offset 21 (KIP-320/KIP-595 rules); follower truncated "
         f"[11, {n}] (log end offset now 11)"
     )
-    assert result.truncation_offset == 11 and result.outcome is Outcome.CONSISTENT
+    assert result.truncation_offset == 11 and result.outcome is Fate.CONSISTENT
 
 
 # --------------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ def test_kip101_appendix_a_under_kip101_rules() -> None:
         "(KIP-101 rules); follower truncated [1, 1] (log end "
         "offset now 1)"
     )
-    assert result.outcome is Outcome.DIVERGED and result.diverged_at == 0
+    assert result.outcome is Fate.DIVERGED and result.diverged_at == 0
 
 
 # --------------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def test_kip101_scenario2() -> None:
     b = from_spec(2, [(0, 0, 0), (1, 1, 1)])
     # Before KIP-101 the replicas diverge: A keeps m2 where B has m3.
     before = truncate_follower(b, a, Protocol.HIGH_WATERMARK)
-    assert before.outcome is Outcome.DIVERGED and before.diverged_at == 1
+    assert before.outcome is Fate.DIVERGED and before.diverged_at == 1
     # "This returns the first offset of LE1, which is offset 1. The follower knows that m2 is
     # orphaned and truncates it. It then fetches from offset 1 and the logs are consistent."
     after = truncate_follower(b, a, Protocol.KIP_101)
@@ -253,7 +253,7 @@ def test_follower_without_epochs_falls_back_to_its_high_watermark() -> None:
     for protocol in (Protocol.KIP_101, Protocol.KIP_279):
         result = truncate_follower(leader, follower, protocol)
         assert result.rounds[0].request == "high-watermark" and result.truncation_offset == 1
-        assert result.outcome is Outcome.CONSISTENT
+        assert result.outcome is Fate.CONSISTENT
 
 
 def test_follower_below_the_leaders_log_start() -> None:
@@ -271,7 +271,7 @@ def test_follower_ahead_of_the_leader_in_the_same_epoch() -> None:
     for protocol in (Protocol.KIP_101, Protocol.KIP_279, Protocol.DIVERGING_EPOCH):
         result = truncate_follower(leader, follower, protocol)
         assert result.truncation_offset == 15, protocol
-        assert result.outcome is Outcome.CONSISTENT
+        assert result.outcome is Fate.CONSISTENT
 
 
 # --------------------------------------------------------------------------------------
@@ -345,7 +345,7 @@ def test_kip279_truncates_to_the_largest_common_prefix(history: tuple) -> None:
     expected = brute_force_prefix(leader_spec, follower_spec)
     result = truncate_follower(leader, follower, Protocol.KIP_279)
     assert result.truncation_offset == expected
-    assert result.outcome is Outcome.CONSISTENT
+    assert result.outcome is Fate.CONSISTENT
     assert [b.key for b in result.follower_log] == [b.key for b in leader.batches]
     # Fetch-time divergence detection reaches the same point.
     assert (

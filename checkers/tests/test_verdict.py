@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from checkers.model import Outcome, Protocol
+from checkers.model import Fate
+from checkers.protocol import Protocol
 from checkers.verdict import CONSISTENT, DIVERGED, judge_partition, pick_leader
 from testsupport.lineages import from_spec
 
@@ -42,8 +43,8 @@ def test_divergence_above_the_high_watermark() -> None:
     assert verdict.pairs == [(1, 2, 10), (2, 3, 10)]
     assert verdict.leader == 1 and set(verdict.predictions) == {2, 3}
     prediction = verdict.predictions[2]
-    assert prediction.truncation_offset == 10 and prediction.outcome is Outcome.CONSISTENT
-    assert verdict.predictions[3].outcome is Outcome.CONSISTENT
+    assert prediction.truncation_offset == 10 and prediction.outcome is Fate.CONSISTENT
+    assert verdict.predictions[3].outcome is Fate.CONSISTENT
 
 
 def test_divergence_below_the_high_watermark_and_absent_replicas() -> None:
@@ -67,7 +68,7 @@ def test_known_leader_and_protocol_choice() -> None:
     ]
     verdict = judge_partition(lineages, protocol=Protocol.KIP_101)
     assert verdict.leader == 1 and verdict.leader_source.startswith("replica with")
-    assert verdict.predictions[2].outcome is Outcome.DIVERGED
+    assert verdict.predictions[2].outcome is Fate.DIVERGED
     verdict = judge_partition(lineages, leader=2)
     assert verdict.leader == 2 and verdict.leader_source.startswith("current leader")
     assert pick_leader(lineages).broker_id == 1

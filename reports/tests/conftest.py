@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from reports.pipeline import PipelineResult, run_pipeline
+from reports.pipeline import run_pipeline
 from reports.render import write_reports
+from reports.results import PipelineResult
 from reports.sources import run_source
 from reports.spark import stop_session
+from runrecord.outcome import Outcome
 from testsupport import runs as crafted
 
 MASTER = "local[2]"
@@ -23,6 +25,9 @@ KIP_RUN = "kip-279-s1-equal-1.1.1-zk-20261122-000000-aaaaaa"
 HOSTILE_RUN = "kip-279-s1-equal-2.0.1-zk-20261122-000100-bbbbbb"
 SMOKE_RUN = "smoke-3.9.2-kraft-20261122-000200-cccccc"
 NOT_REACHED_RUN = "smoke-1.1.1-zk-20261122-000300-dddddd"
+DEPARTS_RUN = "kip-279-s1-long-1.1.1-zk-20261122-000400-eeeeee"
+SETUP_FAILED_RUN = "smoke-3.9.2-zk-20261122-000500-ffffff"
+RUNS = [KIP_RUN, HOSTILE_RUN, SMOKE_RUN, NOT_REACHED_RUN, DEPARTS_RUN, SETUP_FAILED_RUN]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -42,17 +47,30 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     crafted.consistent_run(
         root / NOT_REACHED_RUN,
         release="1.1.1",
-        outcome="not-reached",
+        outcome=Outcome.NOT_REACHED,
         start=crafted.T0 + 300,
+    )
+    crafted.consistent_run(
+        root / DEPARTS_RUN,
+        scenario="kip-279-s1-long",
+        release="1.1.1",
+        outcome=Outcome.DEPARTS,
+        expected=Outcome.DEPARTS,
+        start=crafted.T0 + 400,
+    )
+    crafted.consistent_run(
+        root / SETUP_FAILED_RUN,
+        release="3.9.2",
+        outcome=Outcome.SETUP_FAILED,
+        start=crafted.T0 + 500,
     )
     return root
 
 
 @pytest.fixture(scope="session")
 def pipeline_result(runs_dir: Path) -> PipelineResult:
-    keys = [KIP_RUN, HOSTILE_RUN, SMOKE_RUN, NOT_REACHED_RUN]
-    sources = [run_source(runs_dir / k, k) for k in keys]
-    return run_pipeline(sources, master=MASTER, verdict_objects=True)
+    sources = [run_source(runs_dir / k, k) for k in RUNS]
+    return run_pipeline(sources, master=MASTER)
 
 
 @pytest.fixture(scope="session")

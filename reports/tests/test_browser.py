@@ -15,7 +15,7 @@ import pytest
 from checkers.audit import audit
 from reports.pipeline import run_pipeline
 from reports.render import write_reports
-from reports.sources import protocol_for_release, run_source
+from reports.sources import release_protocol, run_source
 from reports.tests import browser
 from reports.tests.conftest import HOSTILE_RUN, KIP_RUN, MASTER
 from reports.tests.dom import Element, parse, squash
@@ -102,8 +102,9 @@ def real_run(kafka_target, logfork_runs: Path) -> Path:
     release = kafka_target.release
     if kafka_target.mode != "zk" or release.has_kip279 or not release.has_leader_epochs:
         pytest.skip("kip-279-s1-equal diverges only on 0.11 to 1.1, in ZooKeeper mode")
+    from runrecord.outcome import Outcome
     from suites.registry import get
-    from suites.scenario import Outcome, run
+    from suites.scenario import run
 
     verdict = run(get("kip-279-s1-equal"), kafka_target.kafka, "zk", out=logfork_runs)
     assert verdict.outcome == Outcome.REPRODUCED, verdict.headline()
@@ -117,7 +118,7 @@ def test_real_run_report_shows_the_divergence(
     run_dir = real_run(kafka_target, logfork_runs)
     source = run_source(run_dir, run_dir.name)
     # The checker on the driver, without Spark, says where the replicas parted.
-    expected = audit([run_dir], protocol=protocol_for_release(source.release)).partitions
+    expected = audit([run_dir], protocol=release_protocol(source.release)).partitions
     diverged = [(v.topic, v.partition, v.diverged_at) for v in expected if v.status == "diverged"]
     assert diverged, f"the checker finds no divergence in {run_dir}: not a reproduction"
     result = run_pipeline([source], master=MASTER, write_tables=False)

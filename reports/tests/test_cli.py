@@ -1,4 +1,5 @@
-"""`logfork report` and `logfork audit --html`, called as the `logfork` command calls them."""
+"""`logfork report` and `logfork audit` on either engine, called as the `logfork` command
+calls them."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from checkers import audit as checkers_audit
-from reports.cli import add_audit_html_arguments, add_report_arguments, run_audit, run_report
-from reports.tests.conftest import KIP_RUN, MASTER
+from checkers.audit.render import render
+from reports.cli import add_audit_arguments, add_report_arguments, run_audit, run_report
+from reports.tests.conftest import KIP_RUN, MASTER, RUNS
 from testsupport import craft
 from testsupport.craft import PartitionSpec
 
@@ -25,8 +27,7 @@ def report_args(*argv: str) -> argparse.Namespace:
 
 def audit_args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    checkers_audit.add_arguments(parser)
-    add_audit_html_arguments(parser)
+    add_audit_arguments(parser)
     return parser.parse_args(list(argv))
 
 
@@ -50,7 +51,7 @@ def test_report_command_writes_reports_and_index(
     assert code == 0
     stdout = capsys.readouterr().out
     assert f"{KIP_RUN}: t-0 diverged at 11 -> {out / KIP_RUN}.html" in stdout
-    assert (out / "index.html").is_file() and len(list(out.glob("*.html"))) == 5
+    assert (out / "index.html").is_file() and len(list(out.glob("*.html"))) == len(RUNS) + 1
 
 
 def test_report_command_on_a_missing_dir_says_so_in_one_paragraph(
@@ -83,7 +84,7 @@ def test_audit_html_on_crafted_divergent_log_dirs(
     expected = checkers_audit.audit(dirs)
     assert code == expected.exit_code == 1
     assert json.loads(js.read_text()) == expected.to_dict()
-    assert capsys.readouterr().out.strip() == expected.summary()
+    assert capsys.readouterr().out.strip() == render(expected)
     text = html.read_text()
     assert "DIVERGED" in text and 'data-diverged-at="30"' in text
     assert 'Replicas parted at offset <strong class="diverged-at">30</strong>' in text
@@ -109,7 +110,31 @@ def test_audit_without_html_is_the_checkers_audit(
 ) -> None:
     dirs = [str(d) for d in divergent_log_dirs(tmp_path / "logs")]
     assert run_audit(audit_args(*dirs)) == 1
-    assert capsys.readouterr().out.strip() == checkers_audit.audit(dirs).summary()
+    assert capsys.readouterr().out.strip() == render(checkers_audit.audit(dirs))
+
+
+@pytest.mark.parametrize("inputs", ["logs", "run"])
+def test_both_engines_print_the_same_json(
+    inputs: str, runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if inputs == "logs":
+        dirs = [str(d) for d in divergent_log_dirs(tmp_path / "logs")]
+    else:
+        dirs = [str(runs_dir / KIP_RUN)]
+    printed = {}
+    for engine in ("local", "spark"):
+        extra = ["--spark-master", MASTER] if engine == "spark" else []
+        code = run_audit(audit_args(*dirs, "--json", "-", "--engine", engine, *extra))
+        printed[engine] = (code, json.loads(capsys.readouterr().out))
+    assert printed["local"] == printed["spark"]
+
+
+def test_engine_choice_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dirs = [str(d) for d in divergent_log_dirs(tmp_path / "logs")]
+    code = run_audit(audit_args(*dirs, "--engine", "local", "--tables", str(tmp_path / "t")))
+    assert code == 2 and "--tables needs the Spark engine" in capsys.readouterr().err
+    code = run_audit(audit_args(*dirs, "--engine", "local", "--spark-master", MASTER))
+    assert code == 2 and "--spark-master needs the Spark engine" in capsys.readouterr().err
 
 
 def test_audit_html_with_unreadable_input_exits_2(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""The Spark pipeline on crafted run directories and log dirs: verdicts, loss, tables, and
-audits that answer exactly as `checkers.audit`."""
+"""The report pipeline on crafted run directories and log dirs: verdicts, loss, tables, and
+audits that answer the same on both engines and as `checkers.audit`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from checkers.audit import audit
-from checkers.model import Protocol
-from reports.pipeline import PipelineResult, read_table, run_pipeline
-from reports.sources import audit_source, protocol_for_release, run_source
+from checkers.audit.render import render
+from checkers.protocol import Protocol
+from reports.pipeline import run_pipeline
+from reports.results import PipelineResult
+from reports.sources import audit_source, release_protocol, run_source
+from reports.tables_out import read_table
 from reports.tests.conftest import HOSTILE_RUN, KIP_RUN, MASTER, NOT_REACHED_RUN, SMOKE_RUN
 from testsupport import craft, damage
 from testsupport.craft import PartitionSpec
@@ -36,8 +39,9 @@ def test_kip279_run_diverges_at_11_and_the_model_says_why(
     run = pipeline_result.run(KIP_RUN)
     assert run.source.protocol is Protocol.KIP_101  # release 1.1.1
     (t0,) = run.partitions
-    assert (t0.topic, t0.partition, t0.status, t0.diverged_at) == ("t", 0, "diverged", 11)
-    assert t0.below_high_watermark and t0.high_watermark == 31 and t0.leader == 1
+    v = t0.verdict
+    assert (t0.topic, t0.partition, t0.status, v.diverged_at) == ("t", 0, "diverged", 11)
+    assert v.below_high_watermark and v.high_watermark == 31 and v.leader == 1
     versions = {(v["span"], v["leader_epoch"], tuple(v["replicas"])) for v in t0.report["versions"]}
     assert versions == {("[11, 20]", 1, (1,)), ("[11, 20]", 2, (2,))}
     (replay,) = t0.report["replays"]
@@ -55,8 +59,7 @@ def test_kip279_run_diverges_at_11_and_the_model_says_why(
     assert [w["offset"] for w in loss["lost"]] == list(range(11, 21))
     assert all(w["held_by"] == [2] for w in loss["lost"])
     assert run.producer is not None and run.producer["failed"] == 3
-    assert [s["leader"] for s in run.states] == [1, 1, 2, -1, 1, 1]
-    assert t0.verdict_object is not None and t0.verdict_object.to_dict() == t0.verdict
+    assert [s.leader for s in run.states] == [1, 1, 2, -1, 1, 1]
 
 
 def test_runs_without_partitions_or_files_still_go_through(
@@ -107,12 +110,12 @@ def test_tables_are_written_beside_each_run(pipeline_result: PipelineResult) -> 
 
 
 def test_protocol_follows_the_release() -> None:
-    assert protocol_for_release("0.10.2.2") is Protocol.HIGH_WATERMARK
-    assert protocol_for_release("1.1.1") is Protocol.KIP_101
-    assert protocol_for_release("2.6.3") is Protocol.KIP_279
-    assert protocol_for_release("3.9.2") is Protocol.DIVERGING_EPOCH
-    assert protocol_for_release(None) is Protocol.KIP_279
-    assert protocol_for_release("/opt/kafka") is Protocol.KIP_279
+    assert release_protocol("0.10.2.2") is Protocol.HIGH_WATERMARK
+    assert release_protocol("1.1.1") is Protocol.KIP_101
+    assert release_protocol("2.6.3") is Protocol.KIP_279
+    assert release_protocol("3.9.2") is Protocol.DIVERGING_EPOCH
+    assert release_protocol(None) is Protocol.KIP_279
+    assert release_protocol("/opt/kafka") is Protocol.KIP_279
 
 
 def brokers(root: Path, specs: dict, kraft: bool = False) -> list[Path]:
@@ -156,7 +159,7 @@ def kraft_run(root: Path) -> Path:
     return run
 
 
-def test_audits_through_spark_answer_as_checkers_audit(tmp_path: Path) -> None:
+def test_both_engines_answer_as_checkers_audit(tmp_path: Path) -> None:
     cases: dict[str, tuple[list[Path], dict]] = {}
     parts = {("t", p): PartitionSpec(LOG, high_watermark=50) for p in range(6)}
     other = dict(parts)
@@ -196,15 +199,20 @@ def test_audits_through_spark_answer_as_checkers_audit(tmp_path: Path) -> None:
     cases["no-meta"] = ([*bad[:1], no_meta], {})
 
     sources = [audit_source(dirs, key=key, **kw) for key, (dirs, kw) in cases.items()]
-    result = run_pipeline(sources, master=MASTER, write_tables=False, verdict_objects=True)
+    spark = run_pipeline(sources, master=MASTER, write_tables=False)
+    local = run_pipeline(sources, engine="local")
     for key, (dirs, kw) in cases.items():
         expected = audit(dirs, **kw)
-        got = result.run(key).audit_result()
-        assert got.to_dict() == expected.to_dict(), key
-        assert got.summary() == expected.summary(), key
-        assert got.exit_code == expected.exit_code, key
-    assert result.run("many").audit_result().exit_code == 1
-    assert result.run("bad").audit_result().exit_code == 2
+        for engine in (spark, local):
+            got = engine.run(key).audit
+            assert got.to_dict() == expected.to_dict(), (engine.engine, key)
+            assert render(got) == render(expected), (engine.engine, key)
+            assert got.exit_code == expected.exit_code, (engine.engine, key)
+        assert [p.report for p in spark.run(key).partitions] == [
+            p.report for p in local.run(key).partitions
+        ], key
+    assert spark.run("many").audit.exit_code == 1
+    assert spark.run("bad").audit.exit_code == 2
 
 
 def test_audit_tables_go_where_asked(tmp_path: Path) -> None:

@@ -8,9 +8,18 @@ import re
 from pathlib import Path
 
 from reports import charts
+from reports.index_view import index_entry, index_view
 from reports.render import INDEX_JSON, render_report, write_index
-from reports.tests.conftest import HOSTILE_RUN, KIP_RUN, NOT_REACHED_RUN, SMOKE_RUN
-from reports.view import index_entry, index_view, run_view
+from reports.tests.conftest import (
+    DEPARTS_RUN,
+    HOSTILE_RUN,
+    KIP_RUN,
+    NOT_REACHED_RUN,
+    RUNS,
+    SETUP_FAILED_RUN,
+    SMOKE_RUN,
+)
+from reports.view import run_view
 from testsupport.runs import HOSTILE
 
 EXTERNAL = [
@@ -27,9 +36,7 @@ def html_files(site: Path) -> list[Path]:
 
 def test_every_page_is_self_contained(site: Path) -> None:
     pages = html_files(site)
-    assert {p.name for p in pages} == {
-        f"{k}.html" for k in (KIP_RUN, HOSTILE_RUN, SMOKE_RUN, NOT_REACHED_RUN)
-    } | {"index.html"}
+    assert {p.name for p in pages} == {f"{k}.html" for k in RUNS} | {"index.html"}
     for page in pages:
         text = page.read_text()
         for pattern in EXTERNAL:
@@ -138,7 +145,11 @@ def test_the_index_is_a_scenario_by_release_grid(site: Path) -> None:
     entries = json.loads((site / INDEX_JSON).read_text())
     grid = index_view(entries)
     assert grid["releases"] == ["1.1.1", "2.0.1", "3.9.2"]
-    assert [row["scenario"] for row in grid["grid"]] == ["kip-279-s1-equal", "smoke"]
+    assert [row["scenario"] for row in grid["grid"]] == [
+        "kip-279-s1-equal",
+        "kip-279-s1-long",
+        "smoke",
+    ]
     kip = grid["grid"][0]["cells"][0]
     assert [(e["outcome"], e["diverged"]) for e in kip] == [
         ("reproduced", [{"id": "t-0", "at": 11, "committed": True}])
@@ -169,3 +180,28 @@ def test_an_audit_view_has_no_run_metadata(pipeline_result) -> None:
     assert entry["release"] == "3.9.2" and entry["mode"] == "kraft"
     html = render_report(view)
     assert "smoke on Kafka 3.9.2 (kraft)" in html
+
+
+def test_a_departs_run_is_shown_as_departs_and_counted(pipeline_result, site: Path) -> None:
+    view = run_view(pipeline_result.run(DEPARTS_RUN))
+    banner = view["banner"]
+    assert (banner["outcome"], banner["label"]) == ("departs", "DEPARTS")
+    assert banner["expected"] == "departs" and banner["as_expected"] is True
+    assert "as the KIP says (expected departs)" in (site / f"{DEPARTS_RUN}.html").read_text()
+    grid = index_view(json.loads((site / INDEX_JSON).read_text()))
+    assert grid["counts"]["departs"] == 1 and "departs" in grid["outcomes"]
+    (cell,) = [
+        c for row in grid["grid"] if row["scenario"] == "kip-279-s1-long" for c in row["cells"] if c
+    ]
+    assert [(e["outcome"], e["as_expected"]) for e in cell] == [("departs", True)]
+    index = (site / "index.html").read_text()
+    assert 'class="run o-departs"' in index and "1 departs" in index
+
+
+def test_a_run_that_could_not_start_says_why(pipeline_result, site: Path) -> None:
+    view = run_view(pipeline_result.run(SETUP_FAILED_RUN))
+    assert view["banner"]["label"] == "SETUP FAILED" and view["banner"]["as_expected"] is None
+    text = (site / f"{SETUP_FAILED_RUN}.html").read_text()
+    assert "No Docker engine answers" in text and "Traceback" not in text
+    index = (site / "index.html").read_text()
+    assert 'class="run o-unreadable"' not in index and 'class="run o-setup-failed"' in index

@@ -8,7 +8,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from reports.pipeline import PipelineResult, run_pipeline
+from benchmarks.fleet_data import write_fleet
+from reports.pipeline import run_pipeline
+from reports.results import PipelineResult
 from reports.sources import audit_source, run_source
 from reports.spark import get_session, stop_session
 from reports.view import run_view
@@ -17,7 +19,7 @@ from testsupport import runs as crafted
 
 def inputs(root: Path) -> list[Any]:
     run = crafted.kip279_s1_equal(root / "kip-279-s1-equal-1.1.1-zk-1")
-    dirs = crafted.many_partitions(root / "many", partitions=60, batches=12, diverged=(3, 41))
+    dirs = write_fleet(root / "many", partitions=60, batches=12, planted=(3, 41)).dirs
     return [run_source(run, "kip"), audit_source(dirs, key="many")]
 
 
@@ -26,14 +28,11 @@ def snapshot(result: PipelineResult, tables: dict[str, Path]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for run in result.runs:
         view = run_view(run)
-        for volatile in ("master", "timings", "tables_dir"):
+        for volatile in ("engine", "timings", "tables_dir"):
             view.pop(volatile)
         out[run.key] = {
-            "partitions": [
-                {k: v for k, v in dataclasses.asdict(p).items() if k != "verdict_object"}
-                for p in run.partitions
-            ],
-            "audit": run.audit_result().to_dict(),
+            "partitions": [dataclasses.asdict(p) for p in run.partitions],
+            "audit": run.audit.to_dict(),
             "view": view,
             "producer": run.producer,
             "acks": run.acks_per_second,
@@ -48,7 +47,7 @@ def snapshot(result: PipelineResult, tables: dict[str, Path]) -> dict[str, Any]:
 def run_on(master: str, sources: list[Any], tables: Path) -> tuple[int, dict[str, Any]]:
     stop_session()
     cores = get_session(master).sparkContext.defaultParallelism
-    result = run_pipeline(sources, master=master, tables_dir=tables / "many", verdict_objects=True)
+    result = run_pipeline(sources, master=master, tables_dir=tables / "many")
     dests = {"kip": sources[0].path / "tables", "many": tables / "many"}
     return cores, snapshot(result, dests)
 

@@ -7,18 +7,20 @@ leader epochs replaced the high watermark as the truncation point.
 
 from __future__ import annotations
 
-from checkers.checkpoints import read_offset_checkpoint
+from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
+from checkers.history import check_history
 from faults import network, power, process
-from faults.observe import StateRecorder, partition_state
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
+from observe.replicas import replica, spans
+from observe.state import partition_state
 from suites import steps
-from suites.scenario import Finding, RunContext, Scenario
+from suites.scenario import Finding, RunContext, Scenario, Topic
 from suites.workload import read_partition
 
 A, B, C = 1, 2, 3
-HW_CHECKPOINT = "replication-offset-checkpoint"
+HW_CHECKPOINT = REPLICATION_OFFSET_CHECKPOINT
 
 
 def checkpointed_hw(cluster: Cluster, broker_id: int, topic: str) -> int | None:
@@ -45,19 +47,16 @@ def await_checkpointed_hw(cluster: Cluster, broker_id: int, topic: str, at_least
 S1 = "kip101s1"
 
 
+# min.insync.replicas=1 as in the KIP's figure. A killed follower leaves the ISR, so once B
+# fails A can only be elected uncleanly: the topic allows that. What differs between
+# releases is whether A's restart threw m2 away before that election.
+S1_TOPIC = Topic.fixed(
+    S1, [B, A], **{"min.insync.replicas": 1, "unclean.leader.election.enable": True}
+)
+
+
 def s1_body(ctx: RunContext) -> Finding:
-    # min.insync.replicas=1 as in the KIP's figure. A killed follower leaves the ISR, so
-    # once B fails A can only be elected uncleanly: the topic allows that. What differs
-    # between releases is whether A's restart threw m2 away before that election.
-    ctx.cluster.create_topic(
-        S1, [[B, A]], {"min.insync.replicas": 1, "unclean.leader.election.enable": True}
-    )
-    with StateRecorder(ctx.cluster, S1, 0, ctx.run_dir / "states.jsonl", ctx.timeline):
-        return _s1(ctx)
-
-
-def _s1(ctx: RunContext) -> Finding:
-    cluster, timeline = ctx.cluster, ctx.timeline
+    cluster = ctx.cluster
     a, b = cluster.broker(A), cluster.broker(B)
     m1 = steps.produce_batch(ctx, S1, 1, to=B, acks="all")
     # A's high watermark reaches its checkpoint file every 5 s. Right after a checkpoint
@@ -71,20 +70,21 @@ def _s1(ctx: RunContext) -> Finding:
         timeout=30,
     )
     m2 = steps.produce_batch(ctx, S1, 1, to=B, acks="all")
-    process.kill(cluster, a, timeline)
-    steps.expect_log(cluster, A, S1, [(0, 0), (1, 1)], "A fetched m2 before dying")
+    process.kill(cluster, a)
+    ctx.expect_log(A, [(0, 0), (1, 1)], "A fetched m2 before dying")
     hw = checkpointed_hw(cluster, A, S1)
-    if hw != 1:
-        raise NotReached(
-            "A's checkpointed high watermark 1 (m2 committed, A not told)", f"high watermark {hw}"
-        )
+    ctx.expect(
+        hw == 1,
+        "A's checkpointed high watermark 1 (m2 committed, A not told)",
+        f"high watermark {hw}",
+    )
     steps.await_isr(cluster, S1, (B,), what="A out of the ISR after its crash")
 
     # A restarts but cannot reach B: it becomes B's follower and does whatever its release
     # does on becoming a follower, without fetching anything.
-    cut = network.partition(cluster, b, a, timeline=timeline)
+    cut = network.partition(cluster, b, a)
     mark = steps.log_mark(a)
-    process.restart(cluster, a, timeline)
+    process.restart(cluster, a)
     # A logs "Added fetcher" once it is B's follower: before 0.11 it has truncated to its
     # high watermark by then (ReplicaManager.makeFollowers truncates, then adds fetchers).
     steps.await_log_line(
@@ -93,37 +93,36 @@ def _s1(ctx: RunContext) -> Finding:
         since=mark,
         what="A to become B's follower",
     )
-    after_restart = steps.replica(cluster, A, S1)
-    timeline.record("note", "after-restart", broker=A, log=steps.spans(after_restart))
+    after_restart = replica(cluster, A, S1)
+    ctx.timeline.record("note", "after-restart", broker=A, log=spans(after_restart))
 
     # B fails; A, the only replica left, is elected.
-    process.kill(cluster, b, timeline)
+    process.kill(cluster, b)
     cut.heal()  # B's namespace went with it; nothing is left to remove
     steps.await_leader(cluster, S1, A, what="A elected after B failed")
-    process.restart(cluster, b, timeline)
+    process.restart(cluster, b)
     convergence = steps.converge(ctx, S1, [A, B], timeout=60)
     verdict = steps.judge(ctx, S1)
-    present = {r.value for r in read_partition(cluster, S1)}
-    lost = [s.value for s in m1 + m2 if s.value not in present]
+    history = check_history(m1 + m2, read_partition(cluster, S1))
     details = {
-        "a_after_restart": steps.spans(after_restart),
-        "acknowledged_lost": lost,
+        "a_after_restart": spans(after_restart),
+        "history": history.to_dict(),
         "high_watermark_checkpoint_of_a": hw,
         "convergence": convergence.to_dict(),
         "checker": verdict.to_dict(),
     }
-    if lost:
+    if history.durable_lost:
         return Finding(
             True,
             f"acknowledged m2 lost: A truncated to its high watermark on "
-            f"restart (A held {steps.spans(after_restart)}) and then led",
+            f"restart (A held {spans(after_restart)}) and then led",
             details,
         )
     if verdict.status == "diverged":
         return Finding(True, f"replicas diverged at offset {verdict.diverged_at}", details)
     return Finding(
         False,
-        f"m2 kept: A restarted holding {steps.spans(after_restart)} and led with both records",
+        f"m2 kept: A restarted holding {spans(after_restart)} and led with both records",
         details,
     )
 
@@ -133,13 +132,7 @@ S2 = "kip101s2"
 
 
 def s2_body(ctx: RunContext) -> Finding:
-    ctx.cluster.create_topic(S2, [[B, A]], {"min.insync.replicas": 1})
-    with StateRecorder(ctx.cluster, S2, 0, ctx.run_dir / "states.jsonl", ctx.timeline):
-        return _s2(ctx)
-
-
-def _s2(ctx: RunContext) -> Finding:
-    cluster, timeline = ctx.cluster, ctx.timeline
+    cluster = ctx.cluster
     for _ in range(3):  # m1, m2, m3: three batches, all committed
         steps.produce_batch(ctx, S2, 1, to=B, acks="all")
     # Both replicas know all three are committed, so a restart keeps what is on disk.
@@ -149,14 +142,14 @@ def _s2(ctx: RunContext) -> Finding:
 
     # A power outage hits both; each loses a different unflushed tail. A goes first, so B
     # remains the last member of the ISR.
-    power.power_loss(cluster, cluster.broker(A), timeline=timeline, cut_at={(S2, 0): 2})
+    power.power_loss(cluster, cluster.broker(A), cut_at={(S2, 0): 2})
     steps.await_isr(cluster, S2, (B,), what="A out of the ISR")
-    power.power_loss(cluster, cluster.broker(B), timeline=timeline, cut_at={(S2, 0): 1})
-    steps.expect_log(cluster, A, S2, [(0, 0), (1, 1)], "A after the outage")
-    steps.expect_log(cluster, B, S2, [(0, 0)], "B after the outage")
+    power.power_loss(cluster, cluster.broker(B), cut_at={(S2, 0): 1})
+    ctx.expect_log(A, [(0, 0), (1, 1)], "A after the outage")
+    ctx.expect_log(B, [(0, 0)], "B after the outage")
 
     # B comes back first and leads in a new epoch; it accepts m4 at offset 1.
-    process.restart(cluster, cluster.broker(B), timeline)
+    process.restart(cluster, cluster.broker(B))
     steps.await_leader(
         cluster,
         S2,
@@ -165,10 +158,10 @@ def _s2(ctx: RunContext) -> Finding:
         what="B leading again in a new epoch",
     )
     steps.produce_batch(ctx, S2, 1, to=B, acks="1")
-    steps.expect_log(cluster, B, S2, [(0, 0), (1, 1)], "B wrote m4 at offset 1")
+    ctx.expect_log(B, [(0, 0), (1, 1)], "B wrote m4 at offset 1")
 
     prediction = steps.predict(ctx, S2, leader=B, follower=A)
-    process.restart(cluster, cluster.broker(A), timeline)  # A follows B
+    process.restart(cluster, cluster.broker(A))  # A follows B
     return steps.conclude(
         ctx,
         S2,
@@ -185,6 +178,7 @@ S1_SCENARIO = Scenario(
     title="KIP-101 scenario 1: high watermark truncation, then an immediate leader election",
     body=s1_body,
     cluster=steps.controller_apart,
+    topic=S1_TOPIC,
     kip="KIP-101",
     jira="KAFKA-1211",
     fixed_in="0.11.0",
@@ -196,6 +190,7 @@ S2_SCENARIO = Scenario(
     title="KIP-101 scenario 2: replicas diverge on restart after both lose unflushed tails",
     body=s2_body,
     cluster=steps.controller_apart,
+    topic=Topic.fixed(S2, [B, A], **{"min.insync.replicas": 1}),
     kip="KIP-101",
     jira="KAFKA-1211",
     fixed_in="0.11.0",

@@ -20,11 +20,11 @@ truncates to offset 0, then refetches B's log.
 from __future__ import annotations
 
 from faults import process
-from faults.observe import StateRecorder, partition_state
 from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
+from observe.state import partition_state
 from suites import steps
-from suites.scenario import Finding, RunContext, Scenario
+from suites.scenario import Finding, RunContext, Scenario, Topic
 
 TOPIC = "kip279s3"
 A, B, C = 1, 2, 3
@@ -47,9 +47,9 @@ def _await_gone(ctx: RunContext, broker_id: int) -> None:
 def _fail_over(ctx: RunContext, stop: int, start: int, min_epoch: int) -> int:
     """Stop the leader, start the other broker, see it elected uncleanly; its epoch."""
     cluster = ctx.cluster
-    process.kill(cluster, cluster.broker(stop), ctx.timeline)
+    process.kill(cluster, cluster.broker(stop))
     _await_gone(ctx, stop)
-    process.restart(cluster, cluster.broker(start), ctx.timeline)
+    process.restart(cluster, cluster.broker(start))
     state = steps.await_leader(
         cluster,
         TOPIC,
@@ -63,39 +63,30 @@ def _fail_over(ctx: RunContext, stop: int, start: int, min_epoch: int) -> int:
 
 def body(ctx: RunContext) -> Finding:
     cluster = ctx.cluster
-    cluster.create_topic(
-        TOPIC, [[A, B]], {"min.insync.replicas": 1, "unclean.leader.election.enable": True}
-    )
-    with StateRecorder(cluster, TOPIC, 0, ctx.run_dir / "states.jsonl", ctx.timeline):
-        return _run(ctx)
-
-
-def _run(ctx: RunContext) -> Finding:
-    cluster, timeline = ctx.cluster, ctx.timeline
     # B goes first, so that A's write reaches A alone.
-    process.kill(cluster, cluster.broker(B), timeline)
+    process.kill(cluster, cluster.broker(B))
     steps.await_isr(cluster, TOPIC, (A,), what="B out of the ISR")
     epochs = {"A:0": partition_state(cluster, TOPIC).leader_epoch or 0}
 
     steps.produce_batch(ctx, TOPIC, 1, to=A, acks="1")  # step 1: A:0
-    steps.expect_log(cluster, A, TOPIC, [(0, 0)], "step 1")
+    ctx.expect_log(A, [(0, 0)], "step 1")
     epochs["B:0"] = _fail_over(ctx, stop=A, start=B, min_epoch=epochs["A:0"] + 1)
-    steps.expect_log(cluster, B, TOPIC, [], "step 1, B never saw A:0")
+    ctx.expect_log(B, [], "step 1, B never saw A:0")
 
     steps.produce_batch(ctx, TOPIC, 1, to=B, acks="1")  # step 2: B:0
-    steps.expect_log(cluster, B, TOPIC, [(0, 0)], "step 2")
+    ctx.expect_log(B, [(0, 0)], "step 2")
     epochs["A:1"] = _fail_over(ctx, stop=B, start=A, min_epoch=epochs["B:0"] + 1)
 
     steps.produce_batch(ctx, TOPIC, 1, to=A, acks="1")  # step 3: A:1
-    steps.expect_log(cluster, A, TOPIC, [(0, 0), (1, 1)], "step 3")
+    ctx.expect_log(A, [(0, 0), (1, 1)], "step 3")
     epochs["B:1"] = _fail_over(ctx, stop=A, start=B, min_epoch=epochs["A:1"] + 1)
 
     steps.produce_batch(ctx, TOPIC, 1, to=B, acks="1")  # step 4: B:1
-    steps.expect_log(cluster, B, TOPIC, [(0, 0), (1, 1)], "step 4")
-    timeline.record("note", "epochs", **epochs)
+    ctx.expect_log(B, [(0, 0), (1, 1)], "step 4")
+    ctx.timeline.record("note", "epochs", **epochs)
 
     prediction = steps.predict(ctx, TOPIC, leader=B, follower=A)
-    process.restart(cluster, cluster.broker(A), timeline)  # step 5: A follows B
+    process.restart(cluster, cluster.broker(A))  # step 5: A follows B
     return steps.conclude(
         ctx,
         TOPIC,
@@ -112,6 +103,9 @@ SCENARIO = Scenario(
     title="KIP-101 appendix (a): alternating unclean failovers diverge at offset 0",
     body=body,
     cluster=steps.controller_apart,
+    topic=Topic.fixed(
+        TOPIC, [A, B], **{"min.insync.replicas": 1, "unclean.leader.election.enable": True}
+    ),
     kip="KIP-279",
     jira="KAFKA-6361",
     fixed_in="2.0.0",

@@ -20,13 +20,15 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from checkers.history import check_history
 from faults import network, session
-from faults.observe import StateRecorder, partition_state
 from fixtures.cluster import ClusterSpec
 from fixtures.waiting import wait_until
+from observe.state import PartitionState, partition_state
+from runrecord.history import Send
 from suites import steps
-from suites.scenario import Finding, RunContext, Scenario
-from suites.workload import Send, read_partition
+from suites.scenario import Finding, RunContext, Scenario, Topic
+from suites.workload import delivery, read_partition
 
 TOPIC = "kip359"
 L, F = 1, 2
@@ -66,19 +68,11 @@ class Writer(threading.Thread):
                 value=value.encode(),
                 key=value.encode(),
                 partition=0,
-                on_delivery=lambda e, m, s=send: self._report(e, m, s),
+                on_delivery=delivery(self.ctx.history, send),
             )
             self.producer.poll(0)
             self.stop_event.wait(self.interval)  # pacing: a steady rate of writes
             i += 1
-
-    def _report(self, err: Any, msg: Any, send: Send) -> None:
-        send.acked = time.time()
-        if err is not None:
-            send.error = err.str()
-        else:
-            send.offset = msg.offset()
-        self.ctx.history.add(send)
 
     def finish(self) -> None:
         self.stop_event.set()
@@ -88,17 +82,15 @@ class Writer(threading.Thread):
 
 def body(ctx: RunContext) -> Finding:
     cluster, timeline = ctx.cluster, ctx.timeline
-    cluster.create_topic(TOPIC, [[L, F]], {"min.insync.replicas": 1})
-    recorder = StateRecorder(cluster, TOPIC, 0, ctx.run_dir / "states.jsonl", timeline).start()
     others = [n for i, n in cluster.brokers.items() if i != L]
-    client_cuts = [network.cut_clients(cluster, n, timeline=timeline) for n in others]
+    client_cuts = [network.cut_clients(cluster, n) for n in others]
     writers = [Writer(ctx, "1"), Writer(ctx, "all")]
     try:
         for w in writers:
             w.start()
         steps.await_isr(cluster, TOPIC, (L, F), what="L and F in sync while writes flow")
         before = partition_state(cluster, TOPIC)
-        expiry = session.expire_session(cluster, cluster.broker(L), timeline=timeline)
+        expiry = session.expire_session(cluster, cluster.broker(L))
         elected_at = time.time()
         new = partition_state(cluster, TOPIC)
         timeline.record("note", "zombie-window-open", leader=new.leader, epoch=new.leader_epoch)
@@ -125,10 +117,9 @@ def body(ctx: RunContext) -> Finding:
                 w.finish()
         for cut in client_cuts:
             cut.heal()
-        recorder.stop()
     convergence = steps.converge(ctx, TOPIC, [L, F], timeout=90)
     verdict = steps.judge(ctx, TOPIC)
-    final = {r.value: r.offset for r in read_partition(cluster, TOPIC)}
+    final = read_partition(cluster, TOPIC)
     return _measure(
         ctx, before.leader_epoch, new, (elected_at, window_closed), final, verdict, convergence
     )
@@ -137,38 +128,37 @@ def body(ctx: RunContext) -> Finding:
 def _measure(
     ctx: RunContext,
     old_epoch: int | None,
-    new,
+    new: PartitionState,
     window: tuple[float, float],
-    final: dict[str, int],
-    verdict,
-    convergence,
+    final: Any,
+    verdict: Any,
+    convergence: steps.Convergence,
 ) -> Finding:
     elected_at, closed_at = window
     sends = ctx.history.sends
-    acked1 = [s for s in sends if s.acks == "1" and s.ok]
-    ackedall = [s for s in sends if s.acks == "all" and s.ok]
-    truncated = sorted((s for s in acked1 if s.value not in final), key=lambda s: s.offset or 0)
-    lost_all = [s for s in ackedall if s.value not in final]
+    acks1 = check_history(ctx.history.acknowledged("1"), final, order=False)
+    acks_all = check_history(ctx.history.acknowledged("all"), final)
+    truncated = acks1.lost  # the zombie's writes that F's log replaced (the first 100)
     fenced = [
         s
         for s in sends
         if s.error and any(e in s.error for e in FENCING_ERRORS) and s.sent <= closed_at
     ]
-    span = (truncated[-1].acked - truncated[0].acked) if len(truncated) > 1 else 0.0
-    after_election = [s for s in truncated if (s.acked or 0) >= elected_at]
+    stamps = [w.acked or 0.0 for w in truncated]
+    span = max(stamps) - min(stamps) if len(stamps) > 1 else 0.0
+    after_election = [w for w in truncated if (w.acked or 0) >= elected_at]
     details = {
         "old_epoch": old_epoch,
         "new_leader": new.leader,
         "new_epoch": new.leader_epoch,
-        "acks1_acknowledged": len(acked1),
-        "acks1_truncated": len(truncated),
+        "acks1_acknowledged": acks1.acked,
+        "acks1_truncated": acks1.lost_count,
         "acks1_truncated_offsets": [truncated[0].offset, truncated[-1].offset]
         if truncated
         else None,
         "acks1_truncated_after_election": len(after_election),
         "acks1_loss_window_seconds": round(span, 3),
-        "acksall_acknowledged": len(ackedall),
-        "acksall_lost": [s.value for s in lost_all],
+        "acksall": acks_all.to_dict(),
         "acksall_failed": len([s for s in sends if s.acks == "all" and not s.ok]),
         "stale_produce_fenced": len(fenced),
         "convergence": {"converged": convergence.converged, "isr": list(convergence.isr)},
@@ -180,20 +170,18 @@ def _measure(
         else "no produce to the stale leader was ever fenced (KIP-359 not implemented)"
     )
     cost = (
-        f"{len(truncated)} acks=1 write(s) acknowledged by the zombie were truncated "
+        f"{acks1.lost_count} acks=1 write(s) acknowledged by the zombie were truncated "
         f"(offsets {truncated[0].offset}-{truncated[-1].offset}, over {span:.1f}s)"
         if truncated
         else "no acks=1 write was truncated"
     )
-    if lost_all:
-        return Finding(
-            True, f"{len(lost_all)} acknowledged acks=all write(s) lost; {cost}; {fence}", details
-        )
+    if not acks_all.clean:
+        return Finding(True, f"acks=all: {acks_all.line()}; {cost}; {fence}", details)
     if verdict.status == "diverged":
         return Finding(True, f"replicas diverged at {verdict.diverged_at}; {cost}", details)
     return Finding(
         False,
-        f"no acknowledged acks=all write lost ({len(ackedall)} acknowledged); {cost}; {fence}",
+        f"no acknowledged acks=all write lost ({acks_all.acked} acknowledged); {cost}; {fence}",
         details,
     )
 
@@ -203,5 +191,6 @@ SCENARIO = Scenario(
     title="KIP-359 (never implemented): a deposed leader keeps acknowledging acks=1 writes",
     body=body,
     cluster=spec,
+    topic=Topic.fixed(TOPIC, [L, F], **{"min.insync.replicas": 1}),
     kip="KIP-359",
 )

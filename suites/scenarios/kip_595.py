@@ -22,18 +22,18 @@ from confluent_kafka.admin import NewTopic
 
 from checkers.audit import audit
 from checkers.checkpoints import read_meta_properties
-from checkers.metadata_log import decode_metadata_log
-from faults import network, process
-from fixtures import kraft
+from checkers.metadata_log import METADATA_TOPICS, decode_metadata_log
+from faults import controller, process
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.config import new_cluster_id
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
+from observe import kraft
 from suites import steps
-from suites.scenario import Finding, RunContext, Scenario
+from suites.scenario import Finding, RunContext, Scenario, Topic
 
-METADATA = "__cluster_metadata"
+METADATA = METADATA_TOPICS[0]
 
 
 # -- controller failover ------------------------------------------------------------------
@@ -76,28 +76,13 @@ def _leaders_by_epoch(nodes: list[Node]) -> dict[int, set[int]]:
     LeaderChange records and its quorum-state file."""
     seen: dict[int, set[int]] = {}
     for node in nodes:
-        log = decode_metadata_log(node.data_dir / kraft.METADATA_DIR)
+        log = decode_metadata_log(kraft.metadata_dir(node))
         for change in log.leader_changes:
             seen.setdefault(change.raft_epoch, set()).add(change.leader_id)
         state = kraft.quorum_state(node)
-        if state and state.get("leaderId", -1) >= 0:
-            seen.setdefault(int(state["leaderEpoch"]), set()).add(int(state["leaderId"]))
+        if state is not None and state.leader_id >= 0:
+            seen.setdefault(state.leader_epoch, set()).add(state.leader_id)
     return seen
-
-
-def _await_new_leader(ctx: RunContext, old: Node, what: str) -> Node:
-    def probe() -> Node:
-        try:
-            return kraft.active_controller(ctx.cluster)
-        except Exception as exc:  # noqa: BLE001 - no leader recorded yet
-            raise RuntimeError(str(exc)) from None
-
-    try:
-        return wait_until(
-            probe, lambda n: n is not old, what=what, timeout=60, describe=lambda n: n.name
-        )
-    except WaitTimeout as exc:
-        raise NotReached(exc.what, str(exc.last)) from None
 
 
 def _resigned(ctx: RunContext, node: Node, epoch: int, since: int) -> str:
@@ -116,9 +101,9 @@ def _resigned(ctx: RunContext, node: Node, epoch: int, since: int) -> str:
         ):
             if mark in text:
                 return next(ln for ln in text.splitlines() if mark in ln)[:300]
-        state = kraft.quorum_state(node) or {}
-        if int(state.get("leaderEpoch", epoch)) > epoch and state.get("leaderId") != node.node_id:
-            return f"quorum-state: {state}"
+        state = kraft.quorum_state(node)
+        if state is not None and state.leader_epoch > epoch and state.leader_id != node.node_id:
+            return f"quorum-state: {state.raw}"
         return None
 
     try:
@@ -139,28 +124,22 @@ def failover_body(ctx: RunContext) -> Finding:
     try:
         for round_no in range(2):
             for fault in ("kill", "pause", "partition"):
-                old = kraft.active_controller(cluster)
-                epoch = int((kraft.quorum_state(old) or {}).get("leaderEpoch", -1))
+                old = kraft.quorum_leader_node(controllers)
+                state = kraft.quorum_state(old)
+                epoch = state.leader_epoch if state is not None else -1
                 if fault == "kill":
-                    process.kill(cluster, old, timeline)
-                    new = _await_new_leader(ctx, old, "a new quorum leader after the kill")
-                    process.restart(cluster, old, timeline)
+                    old, new = controller.kill_controller(cluster, timeout=60)
+                    process.restart(cluster, old)
                 elif fault == "pause":
-                    process.pause(old, timeline)
-                    try:
-                        new = _await_new_leader(ctx, old, "a new quorum leader after the pause")
-                    finally:
-                        process.resume(old, timeline)
+                    old, new = controller.pause_controller(cluster, timeout=60)
                 else:
                     mark = steps.log_mark(old)
                     others = [n for n in controllers if n is not old]
-                    cut = network.isolate(cluster, old, others, timeline=timeline)
+                    cut, old, new = controller.isolate_controller(cluster, others, timeout=60)
                     try:
-                        new = _await_new_leader(ctx, old, "a new quorum leader after the cut")
                         resignations.append(_resigned(ctx, old, epoch, mark))
                     finally:
                         cut.heal()
-                timeline.record("election", "quorum", fault=fault, old=old.name, new=new.name)
                 # Metadata changes flow again through the new leader before the next fault.
                 done = churn.created
                 try:
@@ -202,7 +181,7 @@ def failover_body(ctx: RunContext) -> Finding:
         )
     timeline.phase("check")
     result = audit([n.data_dir for n in controllers], topic=METADATA)
-    (ctx.run_dir / "audit.json").write_text(result.to_json())
+    ctx.run.write_audit(result.to_dict())
     verdict = next(p for p in result.partitions if p.topic == METADATA)
     by_epoch = _leaders_by_epoch(controllers)
     doubled = {e: sorted(ids) for e, ids in by_epoch.items() if len(ids) > 1}
@@ -259,10 +238,9 @@ def _fingerprint(data_dir: Path) -> dict[str, str]:
 
 def mismatch_body(ctx: RunContext) -> Finding:
     cluster, timeline = ctx.cluster, ctx.timeline
-    cluster.create_topic(TOPIC, [[1, 2, 3]], {"min.insync.replicas": 2})
     steps.produce_batch(ctx, TOPIC, 50, to=1, acks="all")
     stray = cluster.broker(STRAY)
-    process.kill(cluster, stray, timeline, signal="SIGTERM")
+    process.kill(cluster, stray, signal="SIGTERM")
     meta_path = stray.data_dir / "meta.properties"
     original = read_meta_properties(meta_path)
     foreign = new_cluster_id()
@@ -345,6 +323,7 @@ MISMATCH = Scenario(
     title="KIP-595: a node from another cluster refuses to join and touches nothing",
     body=mismatch_body,
     cluster=mismatch_spec,
+    topic=Topic.fixed(TOPIC, [1, 2, 3], **{"min.insync.replicas": 2}),
     kip="KIP-595",
     modes=("kraft",),
 )

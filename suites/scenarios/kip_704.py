@@ -17,31 +17,28 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import asdict, dataclass
 from typing import Any
 
-from faults import elections, network, process, wire
-from faults.metadata import partition_history
-from faults.observe import RECOVERED, RECOVERING, PartitionState, StateRecorder, partition_state
-from faults.observe import state_path as zk_state_path
+from checkers.protocol import RecoveryState
+from faults import elections, network, process
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.config import EXTERNAL_PORT
 from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
+from observe import wire
+from observe.replicas import replica
+from observe.state import PartitionState, partition_state
+from observe.state import history as metadata_history
+from observe.state import state_path as zk_state_path
+from runrecord.conformance import CONFORMS, DEPARTS, VIOLATED, Conformance
+from runrecord.conformance import Statement as Row
+from runrecord.states import StateHistory
 from suites import steps
-from suites.scenario import Finding, RunContext, Scenario
+from suites.scenario import Finding, RunContext, Scenario, Topic
 
 TOPIC = "kip704"
 A, B, C = 1, 2, 3
-CONFORMS, DEPARTS, VIOLATED = "conforms", "departs", "violated"
-
-
-@dataclass
-class Row:
-    statement: str
-    observed: str
-    verdict: str
-    implemented: bool = True  # a violated row that Kafka implements fails the scenario
+RECOVERED, RECOVERING = RecoveryState.RECOVERED, RecoveryState.RECOVERING
 
 
 def spec(kafka: str, mode: str) -> ClusterSpec:
@@ -70,7 +67,7 @@ def _stop(ctx: RunContext, broker_id: int) -> None:
     session, or a clean stop in KRaft (the broker tells the controller it leaves)."""
     cluster = ctx.cluster
     signal = "SIGKILL" if cluster.mode == "zk" else "SIGTERM"
-    process.kill(cluster, cluster.broker(broker_id), ctx.timeline, signal=signal)
+    process.kill(cluster, cluster.broker(broker_id), signal=signal)
     try:
         wait_until(
             cluster.registered_brokers,
@@ -83,23 +80,12 @@ def _stop(ctx: RunContext, broker_id: int) -> None:
         raise NotReached(exc.what, str(exc.last)) from None
 
 
-def body(ctx: RunContext) -> Finding:
-    cluster = ctx.cluster
-    cluster.create_topic(TOPIC, [[A, B]], {"min.insync.replicas": 1})
-    recorder = StateRecorder(cluster, TOPIC, 0, ctx.run_dir / "states.jsonl", ctx.timeline)
-    recorder.start()
-    try:
-        return _run(ctx, recorder)
-    finally:
-        recorder.stop()
-
-
 def _raw_zk_state(cluster: Cluster) -> dict[str, Any]:
     data, _ = cluster.zk_client().get(zk_state_path(TOPIC, 0))
     return json.loads(data)
 
 
-def _run(ctx: RunContext, recorder: StateRecorder) -> Finding:
+def body(ctx: RunContext) -> Finding:
     cluster, timeline = ctx.cluster, ctx.timeline
     rows: list[Row] = []
     steps.produce_batch(ctx, TOPIC, 5, to=A, acks="all")
@@ -110,17 +96,17 @@ def _run(ctx: RunContext, recorder: StateRecorder) -> Finding:
     steps.await_isr(cluster, TOPIC, (A,), what="B out of the ISR")
     steps.produce_batch(ctx, TOPIC, 5, to=A, acks="1")
     _stop(ctx, A)
-    process.restart(cluster, cluster.broker(B), timeline)
-    elected = elections.elect_unclean(cluster, TOPIC, to=B, timeline=timeline)
+    process.restart(cluster, cluster.broker(B))
+    elected = elections.elect_unclean(cluster, TOPIC, to=B)
 
     # 4. Hold B in RECOVERING: cut it off from the controller, so the AlterPartition that
     # would follow A catching up cannot land; then probe B.
     controllers = _controller_nodes(cluster)
-    cut = network.isolate(cluster, cluster.broker(B), controllers, timeline=timeline)
+    cut = network.isolate(cluster, cluster.broker(B), controllers)
     try:
-        process.restart(cluster, cluster.broker(A), timeline)
+        process.restart(cluster, cluster.broker(A))
         wait_until(
-            lambda: (steps.replica(cluster, A, TOPIC).leo, steps.replica(cluster, B, TOPIC).leo),
+            lambda: (replica(cluster, A, TOPIC).leo, replica(cluster, B, TOPIC).leo),
             lambda leos: leos[0] == leos[1],
             timeout=90,
             what="A caught up with B (so that B would add it to the ISR)",
@@ -142,20 +128,21 @@ def _run(ctx: RunContext, recorder: StateRecorder) -> Finding:
         final = partition_state(cluster, TOPIC)  # the invariant row reports it as violated
         timeline.record("note", "not-recovered", last=str(exc.last))
 
-    history = _history(ctx, recorder)
-    ctx.write_json("state-history.json", [asdict(s) for s in history])
-    rows += _invariants(history, elected, final, raw_before, cluster)
+    states = _history(ctx)
+    ctx.run.write_state_history(StateHistory([s.record() for s in states]))
+    rows += _invariants(states, elected, final, raw_before, cluster)
     rows += _holding(held, held_after)
-    rows += _recovery_work(ctx, history)
+    rows += _recovery_work(ctx, states)
     rows += [_probe_row(answer) for answer in answers]
-    rows += _zk_field(cluster, history)
-    ctx.write_json("conformance.json", [asdict(r) for r in rows])
+    rows += _zk_field(cluster, states)
+    conformance = Conformance("KIP-704", rows)
+    ctx.run.write_conformance(conformance)
     timeline.phase("check")
     broken = [r for r in rows if r.verdict == VIOLATED and r.implemented]
     departs = [r for r in rows if r.verdict == DEPARTS]
-    versions = [s.version or 0 for s in history]
+    versions = [s.version or 0 for s in states]
     details = {
-        "conformance": [asdict(r) for r in rows],
+        "conformance": [vars(r) for r in rows],
         "elected": str(elected),
         "final": str(final),
         "versions": versions,
@@ -165,9 +152,7 @@ def _run(ctx: RunContext, recorder: StateRecorder) -> Finding:
         if ctx.mode == "zk" and versions
         else [],
     }
-    table = render_table(rows)
-    (ctx.run_dir / "conformance.txt").write_text(table + "\n")
-    print(table)
+    print(conformance.table())
     if broken:
         return Finding(
             True,
@@ -183,10 +168,13 @@ def _run(ctx: RunContext, recorder: StateRecorder) -> Finding:
     )
 
 
-def _history(ctx: RunContext, recorder: StateRecorder) -> list[PartitionState]:
+def _history(ctx: RunContext) -> list[PartitionState]:
+    """Every state of the partition: the state znode's versions the recorder saw (ZooKeeper
+    mode), or the metadata log's records (KRaft), which miss nothing."""
     if ctx.mode == "zk":
-        return recorder.stop()
-    return partition_history(ctx.cluster, TOPIC, 0)
+        assert ctx.recorder is not None
+        return ctx.recorder.stop()
+    return metadata_history(ctx.cluster, TOPIC, 0)
 
 
 def _invariants(
@@ -362,19 +350,12 @@ def _zk_field(cluster: Cluster, history: list[PartitionState]) -> list[Row]:
     ]
 
 
-def render_table(rows: list[Row]) -> str:
-    width = max(len(r.statement) for r in rows)
-    lines = [f"{'KIP-704 statement':{width}}  {'verdict':15}  observed"]
-    for r in rows:
-        lines.append(f"{r.statement:{width}}  {r.verdict:15}  {r.observed}")
-    return "\n".join(lines)
-
-
 SCENARIO = Scenario(
     id="kip-704-unclean-recovery",
     title="KIP-704: an unclean election's recovery state, against the KIP's text",
     body=body,
     cluster=spec,
+    topic=Topic.fixed(TOPIC, [A, B], **{"min.insync.replicas": 1}),
     kip="KIP-704",
     jira="KAFKA-13587",
     min_release="3.2.0",

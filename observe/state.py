@@ -1,5 +1,5 @@
 """A partition's state (leader, leader epoch, ISR, leader recovery state) from its source of
-truth, and waits on it.
+truth, waits on it, and its recorded history (states.jsonl).
 
 ZooKeeper mode reads the partition's state znode, keeping the znode version so that a missed
 write shows up as a gap. KRaft mode reads the controllers' metadata log from disk: its
@@ -12,16 +12,20 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from faults.timeline import Timeline
-from fixtures.cluster import Cluster
+from checkers.metadata_log import PartitionStateEvent
+from checkers.protocol import RecoveryState
+from fixtures.errors import LogforkError
 from fixtures.waiting import wait_until
+from observe import kraft
+from runrecord.events import EventKind
+from runrecord.states import StateRecord
+from runrecord.typed import JsonLines
 
-RECOVERED = "RECOVERED"
-RECOVERING = "RECOVERING"
+if TYPE_CHECKING:
+    from fixtures.cluster import Cluster
 
 
 @dataclass(frozen=True)
@@ -31,9 +35,26 @@ class PartitionState:
     leader: int  # -1 when the partition has no leader
     leader_epoch: int | None
     isr: tuple[int, ...]
-    recovery_state: str  # RECOVERED or RECOVERING (KIP-704); a missing field reads RECOVERED
+    recovery_state: RecoveryState  # KIP-704; a missing field reads RECOVERED
     version: int | None  # znode version (ZooKeeper) or metadata log offset (KRaft)
     source: str
+
+    @property
+    def recovering(self) -> bool:
+        return self.recovery_state == RecoveryState.RECOVERING
+
+    def record(self, wall: float | None = None) -> StateRecord:
+        return StateRecord(
+            self.topic,
+            self.partition,
+            self.leader,
+            self.leader_epoch,
+            list(self.isr),
+            self.recovery_state,
+            self.version,
+            self.source,
+            wall,
+        )
 
     def __str__(self) -> str:
         return (
@@ -50,16 +71,29 @@ def parse_zk_state(topic: str, partition: int, data: bytes, version: int) -> Par
     state = json.loads(data)
     # KIP-704 as implemented writes "leader_recovery_state": 1 only while RECOVERING; an
     # absent field means RECOVERED (KAFKA-13587).
-    recovering = state.get("leader_recovery_state", 0) == 1
     return PartitionState(
         topic,
         partition,
         int(state["leader"]),
         int(state["leader_epoch"]),
         tuple(sorted(state["isr"])),
-        RECOVERING if recovering else RECOVERED,
+        RecoveryState(state.get("leader_recovery_state", RecoveryState.RECOVERED)),
         version,
         "zk",
+    )
+
+
+def from_event(event: PartitionStateEvent, topic: str) -> PartitionState:
+    """A KRaft partition state, from the metadata record that set it."""
+    return PartitionState(
+        topic,
+        event.partition,
+        event.leader,
+        event.leader_epoch,
+        tuple(sorted(event.isr)),
+        event.leader_recovery_state,
+        event.offset,
+        "kraft",
     )
 
 
@@ -74,9 +108,8 @@ def partitions(cluster: Cluster) -> list[tuple[str, int]]:
             if not t.startswith("__")
             for p in zk.get_children(f"/brokers/topics/{t}/partitions")
         )
-    from fixtures.kraft import metadata_log
-
-    return sorted(tp for tp in metadata_log(cluster).partitions() if not tp[0].startswith("__"))
+    log = kraft.metadata_log(cluster.controllers)
+    return sorted(tp for tp in log.partitions() if not tp[0].startswith("__"))
 
 
 def assignment(cluster: Cluster, topic: str, partition: int = 0) -> list[int]:
@@ -85,9 +118,7 @@ def assignment(cluster: Cluster, topic: str, partition: int = 0) -> list[int]:
     if cluster.mode == "zk":
         data, _ = cluster.zk_client().get(f"/brokers/topics/{topic}")
         return [int(b) for b in json.loads(data)["partitions"][str(partition)]]
-    from fixtures.kraft import metadata_log
-
-    event = metadata_log(cluster).current(topic, partition)
+    event = kraft.metadata_log(cluster.controllers).current(topic, partition)
     if event is None:
         raise LookupError(f"{topic}-{partition} is not in the metadata log")
     return list(event.replicas)
@@ -97,13 +128,17 @@ def partition_state(cluster: Cluster, topic: str, partition: int = 0) -> Partiti
     if cluster.mode == "zk":
         data, stat = cluster.zk_client().get(state_path(topic, partition))
         return parse_zk_state(topic, partition, data, stat.version)
-    return _kraft_state(cluster, topic, partition)
+    log = kraft.metadata_log(cluster.controllers)
+    event = log.current(topic, partition)
+    if event is None:
+        raise LogforkError(f"{topic}-{partition} is not in the metadata log ({log.path})")
+    return from_event(event, topic)
 
 
-def _kraft_state(cluster: Cluster, topic: str, partition: int) -> PartitionState:
-    from faults.metadata import latest_partition_state
-
-    return latest_partition_state(cluster, topic, partition)
+def history(cluster: Cluster, topic: str, partition: int = 0) -> list[PartitionState]:
+    """Every state the KRaft metadata log records for the partition, in order."""
+    log = kraft.metadata_log(cluster.controllers)
+    return [from_event(e, topic) for e in log.history(topic, partition)]
 
 
 def wait_state(
@@ -125,7 +160,8 @@ def wait_state(
 
 
 class StateRecorder:
-    """Every observed state of one partition, appended to states.jsonl with wall time.
+    """Every observed state of one partition, appended to states.jsonl (when given a
+    writer) and to the cluster's timeline.
 
     ZooKeeper mode watches the state znode, so each write the watch sees is recorded with
     its znode version; a jump of more than one version is a write the watch missed (a
@@ -137,14 +173,12 @@ class StateRecorder:
         self,
         cluster: Cluster,
         topic: str,
-        partition: int,
-        path: Path,
-        timeline: Timeline | None = None,
+        partition: int = 0,
+        writer: JsonLines | None = None,
         interval: float = 0.25,
     ) -> None:
         self.cluster, self.topic, self.partition = cluster, topic, partition
-        self.path = path
-        self.timeline = timeline
+        self.writer = writer
         self.interval = interval
         self.states: list[PartitionState] = []
         self._lock = threading.Lock()
@@ -156,18 +190,19 @@ class StateRecorder:
             if self.states and self.states[-1].version == state.version:
                 return
             self.states.append(state)
-            with self.path.open("a") as f:
-                f.write(json.dumps({"wall": time.time(), **asdict(state)}) + "\n")
-        if self.timeline is not None:
-            self.timeline.record(
-                "state",
-                "partition",
-                state=str(state),
-                leader=state.leader,
-                epoch=state.leader_epoch,
-                isr=list(state.isr),
-                recovery_state=state.recovery_state,
-            )
+            if self.writer is not None:
+                self.writer.append(state.record(time.time()))
+        self.cluster.timeline.record(
+            EventKind.STATE,
+            "partition",
+            topic=state.topic,
+            partition=state.partition,
+            leader=state.leader,
+            epoch=state.leader_epoch,
+            state=str(state),
+            isr=list(state.isr),
+            recovery_state=str(state.recovery_state),
+        )
 
     def start(self) -> StateRecorder:
         if self.cluster.mode == "zk":

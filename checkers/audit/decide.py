@@ -1,0 +1,93 @@
+"""The audit's third stage: who leads each partition, each partition's judgement, and the
+result put together from whatever the executor read.
+
+Leaders come from the longest copy of the KRaft metadata log (it has seen the most
+elections) and, for the metadata log's own partition, from the quorum-state files
+(`checkers.checkpoints.quorum_leader`). A ZooKeeper-mode audit has neither, and the
+verdict picks the replica with the highest tail epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkers.audit.plan import AuditPlan, LineageSlot, MetadataSlot, TopicPartition
+from checkers.audit.result import AuditError, AuditResult, ReplicaSummary
+from checkers.checkpoints import quorum_leader
+from checkers.lineage import Lineage
+from checkers.metadata_log import METADATA_TOPICS, MetadataLog
+from checkers.protocol import Protocol
+from checkers.verdict import PartitionVerdict, judge_partition
+
+
+@dataclass
+class Leaders:
+    metadata: MetadataLog | None = None  # the copy of the metadata log that decided
+    by_partition: dict[TopicPartition, int] = field(default_factory=dict)
+    kraft_state: dict[TopicPartition, dict[str, Any]] = field(default_factory=dict)
+
+
+def choose_metadata(logs: Mapping[int, MetadataLog]) -> MetadataLog | None:
+    """The longest copy of the metadata log (the first in log dir order on a tie)."""
+    best: MetadataLog | None = None
+    for index in sorted(logs):
+        if best is None or logs[index].end_offset > best.end_offset:
+            best = logs[index]
+    return best
+
+
+def leaders(plan: AuditPlan, metadata_logs: Mapping[int, MetadataLog]) -> Leaders:
+    out = Leaders(choose_metadata(metadata_logs))
+    quorum = quorum_leader(plan.quorum_states.values())
+    for tp in plan.judged_partitions():
+        leader = None
+        if out.metadata is not None:
+            event = out.metadata.current(*tp)
+            if event is not None:
+                out.kraft_state[tp] = event.to_dict()
+                leader = event.leader if event.leader >= 0 else None
+        if tp[0] in METADATA_TOPICS:
+            leader = quorum
+        if leader is not None:
+            out.by_partition[tp] = leader
+    return out
+
+
+def judge(lineages: Sequence[Lineage], leader: int | None, protocol: Protocol) -> PartitionVerdict:
+    """One partition's verdict, compact enough to keep for every partition of a fleet;
+    `leader` is the current leader when known (`Leaders.by_partition`)."""
+    return judge_partition(lineages, leader=leader, protocol=protocol).compact()
+
+
+def assemble(
+    plan: AuditPlan,
+    replicas: Iterable[ReplicaSummary],
+    verdicts: Iterable[PartitionVerdict],
+    metadata_logs: Mapping[int, MetadataLog],
+    known: Leaders,
+) -> AuditResult:
+    """The result, from the plan and what the executor read and judged (in any order)."""
+    result = AuditResult(
+        log_dirs=list(plan.log_dirs),
+        replicas=sorted(replicas, key=lambda r: (r.log_dir, r.child)),
+        partitions=sorted(verdicts, key=lambda v: (v.topic, v.partition)),
+        unreadable=list(plan.unreadable),
+        metadata=known.metadata,
+        kraft_state=dict(known.kraft_state),
+    )
+    read = {(r.log_dir, r.topic, r.partition): r for r in result.replicas}
+    for slot in plan.slots:
+        if isinstance(slot, AuditError):
+            result.errors.append(slot)
+            continue
+        broker = plan.log_dirs[slot.log_dir].broker_id
+        if isinstance(slot, LineageSlot):
+            replica = read.get((slot.log_dir, slot.topic, slot.partition))
+            found = replica.errors if replica is not None else []
+        elif isinstance(slot, MetadataSlot):
+            log = metadata_logs.get(slot.log_dir)
+            found = log.errors if log is not None else []
+        result.errors.extend(AuditError(e, broker) for e in found)
+    return result

@@ -1,0 +1,72 @@
+"""The local executor: the audit's read tasks run in this process, one partition at a
+time, so that memory holds one partition's replicas, not the whole input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.audit.decide import assemble, judge, leaders
+from checkers.audit.plan import AuditPlan, TopicPartition, plan_audit
+from checkers.audit.read import read_metadata, read_task
+from checkers.audit.result import AuditResult, ReplicaSummary
+from checkers.lineage import Lineage
+from checkers.protocol import Protocol
+from checkers.verdict import PartitionVerdict
+
+# Called with each partition while its replicas are in memory: the summaries of every
+# replica read, the judged lineages and their verdict (None when none was judged). What it
+# returns is kept by partition (the report pipeline's per-partition rows).
+OnPartition = Callable[
+    [TopicPartition, list[ReplicaSummary], list[Lineage], PartitionVerdict | None], Any
+]
+
+
+@dataclass
+class LocalRun:
+    result: AuditResult
+    extras: dict[TopicPartition, Any] = field(default_factory=dict)
+
+
+def execute(
+    plan: AuditPlan, protocol: Protocol, on_partition: OnPartition | None = None
+) -> LocalRun:
+    metadata_logs = {t.log_dir: read_metadata(t) for t in plan.metadata_tasks()}
+    known = leaders(plan, metadata_logs)
+    replicas: list[ReplicaSummary] = []
+    verdicts: list[PartitionVerdict] = []
+    extras: dict[TopicPartition, Any] = {}
+    for tp, tasks in plan.by_partition():
+        judged: list[Lineage] = []
+        summaries: list[ReplicaSummary] = []
+        for task in tasks:
+            lineage = read_task(task)
+            summaries.append(
+                ReplicaSummary.of(
+                    lineage,
+                    log_dir=task.log_dir,
+                    child=task.child,
+                    judged=task.judged,
+                    metadata=task.metadata,
+                )
+            )
+            if task.judged:
+                judged.append(lineage)
+        replicas.extend(summaries)
+        verdict = judge(judged, known.by_partition.get(tp), protocol) if judged else None
+        if verdict is not None:
+            verdicts.append(verdict)
+        if on_partition is not None:
+            extras[tp] = on_partition(tp, summaries, judged, verdict)
+    result = assemble(plan, replicas, verdicts, metadata_logs, known)
+    return LocalRun(result, extras)
+
+
+def audit(
+    dirs: Sequence[Path | str], topic: str | None = None, protocol: Protocol = Protocol.KIP_279
+) -> AuditResult:
+    """Read every log dir and judge every partition (or those of `topic`). Never raises on
+    bad input: what cannot be read is in `errors` and `unreadable`."""
+    return execute(plan_audit(dirs, topic), protocol).result

@@ -1,0 +1,215 @@
+"""The audit's first stage: inputs to read tasks, and the order errors are reported in.
+
+Listing reads directories and the small files beside the logs (meta.properties, the offset
+checkpoints, quorum-state); segments are left to the read tasks. Every replica of every log
+dir becomes a task, judged or not: a log dir without a readable meta.properties belongs to
+no known broker, and a broker's second copy of a partition is left out of the judgement,
+but both are still read for their torn tails and errors.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from checkers.audit.result import AuditError
+from checkers.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    QuorumState,
+)
+from checkers.errors import UnreadableFile
+from checkers.lineage import LogDir, list_log_dir
+from checkers.metadata_log import METADATA_TOPICS
+from checkers.segments import segment_bytes
+from runrecord.rundir import RunDir, is_run_dir
+from runrecord.typed import RunRecordError
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """One partition dir of one log dir: the unit of reading."""
+
+    log_dir: int  # index of the log dir in `AuditPlan.log_dirs`
+    child: int  # position of the partition dir among the log dir's sorted children
+    broker: int  # -1 when the log dir's meta.properties could not be read
+    topic: str
+    partition: int
+    path: str
+    high_watermark: int | None
+    log_start_checkpoint: int | None
+    recovery_point: int | None
+    metadata: bool  # a KRaft metadata log: also decoded
+    judged: bool  # False: an unreadable log dir or a second copy; read but not judged
+    size: int = 0  # bytes of its .log segments: how the work is spread
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class LineageSlot:
+    """Where the errors found reading one judged replica go in the error list."""
+
+    log_dir: int
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class MetadataSlot:
+    """Where the errors found decoding a log dir's metadata log go in the error list."""
+
+    log_dir: int
+
+
+ErrorSlot = AuditError | LineageSlot | MetadataSlot
+
+
+@dataclass
+class AuditPlan:
+    inputs: list[str]
+    topic: str | None = None
+    log_dirs: list[LogDir] = field(default_factory=list)
+    tasks: list[ReadTask] = field(default_factory=list)
+    slots: list[ErrorSlot] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # inputs not read at all
+    quorum_states: dict[int, QuorumState] = field(default_factory=dict)  # by log dir
+
+    def by_partition(self) -> Iterator[tuple[TopicPartition, list[ReadTask]]]:
+        """Every task, grouped by partition in partition order; each group in log dir order."""
+        groups: dict[TopicPartition, list[ReadTask]] = defaultdict(list)
+        for task in self.tasks:
+            groups[task.tp].append(task)
+        for tp in sorted(groups):
+            yield tp, sorted(groups[tp], key=lambda t: (t.log_dir, t.child))
+
+    def judged_partitions(self) -> list[TopicPartition]:
+        return sorted({t.tp for t in self.tasks if t.judged})
+
+    def metadata_tasks(self) -> list[ReadTask]:
+        """The metadata logs to decode: those of log dirs that belong to a known broker."""
+        return [
+            t
+            for t in self.tasks
+            if t.metadata
+            and self.log_dirs[t.log_dir].broker_id is not None
+            and self.log_dirs[t.log_dir].readable
+        ]
+
+
+def run_log_dirs(run: RunDir) -> tuple[list[Path], list[AuditError]]:
+    """The log dirs of a run's Kafka nodes. cluster.json names each node's role, so a
+    ZooKeeper node's data dir (ZooKeeper's files, not a broker log dir) stays out."""
+    errors: list[AuditError] = []
+    names: list[str] | None = None
+    try:
+        cluster = run.cluster()
+        names = cluster.broker_nodes() if cluster is not None else None
+    except RunRecordError as exc:
+        errors.append(
+            AuditError(
+                UnreadableFile(
+                    str(run.path), None, f"{exc}; every node's data dir is taken as a log dir"
+                ),
+                None,
+            )
+        )
+    nodes = run.path / "nodes"
+    try:
+        found = sorted(
+            n.name
+            for n in nodes.iterdir()
+            if (n / "data").is_dir() and (names is None or n.name in names)
+        )
+    except OSError as exc:
+        reason = f"run directory has no readable nodes/ folder: {exc}"
+        return [], [*errors, AuditError(UnreadableFile(str(nodes), None, reason), None)]
+    if not found:
+        reason = "run directory has no nodes/<node>/data folders"
+        errors.append(AuditError(UnreadableFile(str(nodes), None, reason), None))
+    return [run.node_data(name) for name in found], errors
+
+
+def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path], list[AuditError]]:
+    """Broker log dirs named by the inputs (run directories expand to their nodes'),
+    each once."""
+    out: list[Path] = []
+    errors: list[AuditError] = []
+    for raw in dirs:
+        path = Path(raw)
+        if is_run_dir(path):
+            found, problems = run_log_dirs(RunDir(path))
+            out.extend(found)
+            errors.extend(problems)
+        else:
+            out.append(path)
+    seen: set[Path] = set()
+    unique = []
+    for p in out:
+        if p.resolve() not in seen:
+            seen.add(p.resolve())
+            unique.append(p)
+    return unique, errors
+
+
+def plan_audit(dirs: Sequence[Path | str], topic: str | None = None) -> AuditPlan:
+    """List every input down to its partition dirs. Never raises on bad input."""
+    plan = AuditPlan([str(d) for d in dirs], topic)
+    paths, errors = expand_inputs(dirs)
+    plan.slots.extend(errors)
+    plan.unreadable.extend(e.error.path for e in errors)
+    held: dict[TopicPartition, dict[int, str]] = {}
+    for index, path in enumerate(paths):
+        listing = list_log_dir(path, topic)
+        log_dir = listing.log_dir
+        plan.log_dirs.append(log_dir)
+        if log_dir.quorum_state is not None:
+            plan.quorum_states[index] = log_dir.quorum_state
+        plan.slots.extend(AuditError(e, log_dir.broker_id) for e in log_dir.errors)
+        judged = log_dir.readable and log_dir.broker_id is not None
+        if not judged:
+            plan.unreadable.append(log_dir.path)
+        broker = log_dir.broker_id if log_dir.broker_id is not None else -1
+        offsets = listing.offsets
+        tasks: dict[TopicPartition, ReadTask] = {}
+        for position, (child, tp) in enumerate(listing.partitions):
+            tasks[tp] = ReadTask(
+                log_dir=index,
+                child=position,
+                broker=broker,
+                topic=tp[0],
+                partition=tp[1],
+                path=str(child),
+                high_watermark=offsets.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp),
+                log_start_checkpoint=offsets.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp),
+                recovery_point=offsets.get(RECOVERY_POINT_CHECKPOINT, {}).get(tp),
+                metadata=tp[0] in METADATA_TOPICS,
+                judged=judged,
+                size=segment_bytes(child),
+            )
+        if judged:
+            for tp in sorted(tasks):
+                plan.slots.append(LineageSlot(index, *tp))
+                copies = held.setdefault(tp, {})
+                if broker in copies:
+                    reason = (
+                        f"broker {broker} holds {tp[0]}-{tp[1]} in two log dirs "
+                        f"(also {copies[broker]}); this copy is left out"
+                    )
+                    plan.slots.append(
+                        AuditError(UnreadableFile(tasks[tp].path, None, reason), broker)
+                    )
+                    tasks[tp] = replace(tasks[tp], judged=False)
+                    continue
+                copies[broker] = tasks[tp].path
+            if any(t.metadata for t in tasks.values()):
+                plan.slots.append(MetadataSlot(index))
+        plan.tasks.extend(sorted(tasks.values(), key=lambda t: t.child))
+    return plan

@@ -1,0 +1,36 @@
+"""The audit's second stage: one read task to what is on disk. Runs wherever the executor
+runs it (this process, or a Spark executor)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from checkers.audit.plan import ReadTask
+from checkers.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
+from checkers.lineage import Lineage, read_partition
+from checkers.metadata_log import MetadataLog, decode_metadata_log
+
+
+def read_task(task: ReadTask) -> Lineage:
+    """The replica's lineage, with the offsets its log dir's checkpoints hold for it."""
+    tp = task.tp
+    offsets = {
+        REPLICATION_OFFSET_CHECKPOINT: task.high_watermark,
+        RECOVERY_POINT_CHECKPOINT: task.recovery_point,
+        LOG_START_OFFSET_CHECKPOINT: task.log_start_checkpoint,
+    }
+    return read_partition(
+        Path(task.path),
+        task.broker,
+        tp,
+        {name: {} if value is None else {tp: value} for name, value in offsets.items()},
+    )
+
+
+def read_metadata(task: ReadTask) -> MetadataLog:
+    """A metadata-log task's history of partition states (`checkers.metadata_log`)."""
+    return decode_metadata_log(task.path)

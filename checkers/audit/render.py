@@ -1,0 +1,103 @@
+"""The audit's text summary (what `logfork audit` prints without --json)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from checkers.audit.result import (
+    EXIT_CONSISTENT,
+    EXIT_DIVERGED,
+    EXIT_UNREADABLE,
+    AuditResult,
+)
+from checkers.verdict import DIVERGED, PartitionVerdict
+
+
+def wrap(text: str, indent: str = "  ") -> str:
+    # Paths stay whole so they can be copied from the output.
+    return textwrap.fill(
+        text,
+        width=100,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def render(result: AuditResult) -> str:
+    """The audit as a Kafka engineer reads it first: one line per partition, the versions
+    at a divergence and what the protocol does next, then the bad input."""
+    lines: list[str] = []
+    brokers = sorted({d.broker_id for d in result.log_dirs if d.broker_id is not None})
+    lines.append(
+        f"logfork audit: {len(result.log_dirs)} log dir(s), brokers "
+        f"{', '.join(map(str, brokers)) or 'none'}; {len(result.partitions)} partition(s)"
+    )
+    for v in result.partitions:
+        name = f"{v.topic}-{v.partition}"
+        leos = " ".join(f"{b}:{v.log_end_offsets[b]}" for b in v.replicas)
+        if v.status != DIVERGED:
+            lines.append(
+                f"  {name}: consistent (replicas {', '.join(map(str, v.replicas))}; "
+                f"log end offsets {leos})"
+            )
+        else:
+            lines.extend(_render_diverged(name, v, leos))
+            state = result.kraft_state.get((v.topic, v.partition))
+            if state is not None:
+                lines.append(
+                    wrap(
+                        f"metadata log: leader {state['leader']}, leader epoch "
+                        f"{state['leader_epoch']}, ISR {state['isr']}, "
+                        f"{state['leader_recovery_state']} (offset {state['offset']})",
+                        "      ",
+                    )
+                )
+        lines.extend(wrap(note, "      note: ") for note in v.notes)
+    if result.errors:
+        lines.append(f"bad input ({len(result.errors)}):")
+        for e in result.errors:
+            who = f"[broker {e.broker_id}] " if e.broker_id is not None else ""
+            lines.append(wrap(f"{who}{e.error}"))
+    diverged = sum(v.status == DIVERGED for v in result.partitions)
+    verdict = {
+        EXIT_CONSISTENT: "all consistent",
+        EXIT_DIVERGED: "divergence found",
+        EXIT_UNREADABLE: "some input could not be read at all",
+    }[result.exit_code]
+    lines.append(
+        f"result: {len(result.partitions) - diverged} consistent, {diverged} diverged, "
+        f"{len(result.errors)} bad input(s): {verdict} (exit {result.exit_code})"
+    )
+    return "\n".join(lines)
+
+
+def _render_diverged(name: str, v: PartitionVerdict, leos: str) -> list[str]:
+    hw = (
+        "unknown high watermark"
+        if v.high_watermark is None
+        else (
+            f"below the high watermark {v.high_watermark}: committed data differs"
+            if v.below_high_watermark
+            else f"at or above the high watermark {v.high_watermark}"
+        )
+    )
+    lines = [f"  {name}: DIVERGED at offset {v.diverged_at} ({hw}); log end offsets {leos}"]
+    for version in v.versions:
+        b = version.batch
+        sound = "" if b.crc_valid else " (fails its CRC check)"
+        lines.append(
+            f"      {b.span} epoch {b.leader_epoch} crc 0x{b.crc:08x}{sound}: replica(s) "
+            f"{', '.join(map(str, version.replicas))}"
+        )
+    if v.lacking:
+        lines.append(f"      not held by replica(s) {', '.join(map(str, v.lacking))}")
+    lines.append(
+        f"      next, with leader {v.leader} ({v.leader_source}), under {v.protocol.rules}:"
+    )
+    for follower, prediction in v.predictions.items():
+        steps = prediction.describe()
+        lines.append(wrap(f"replica {follower}: {steps[0]}", "        "))
+        lines.extend(wrap(step, "          ") for step in steps[1:])
+    return lines

@@ -1,0 +1,309 @@
+"""The history checker: did the partition's final log keep every write the cluster
+acknowledged, once, and in the order it was acknowledged?
+
+A history is the producer's record of its sends (`runrecord.history.Send`: acks setting,
+acknowledged offset or error). A log is the partition's final state: the records a consumer
+read back, or one replica's segments decoded from disk (`ReplicaLog`). Each scenario and
+the report judge acknowledged-write loss here and nowhere else.
+
+- lost: the record at the acknowledged offset is missing or is another record. An
+  acks=all write promises to survive a leader's failure (`runrecord.history.DURABLE_ACKS`);
+  an acks=1 write may be lost when its leader fails before a follower copies it.
+- below log start: retention deleted the offset; counted apart, never as lost.
+- unverifiable: the batch holding the offset could not be decoded.
+- duplicated: an acknowledged value found at more than one offset.
+- out of order: acknowledged values whose places in the log do not follow the order they
+  were acknowledged in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import mmap
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from checkers.errors import LogReadError
+from checkers.lineage import Lineage
+from checkers.records import Record, read_records
+
+MAX_LISTED = 100  # writes listed by name in a result; every count stays exact
+PREVIEW = 60  # characters of a record shown beside a lost write
+DURABLE_ACKS = ("all", "-1")
+
+
+class PartitionLog(Protocol):
+    """A partition's final log, as the checker reads it."""
+
+    name: str  # who holds it: "replica 2", "the consumer's read"
+    log_start: int
+    log_end: int
+
+    def at(self, offset: int) -> Record | str | None:
+        """The record at `offset`; None when there is none; a string saying why the batch
+        holding it could not be decoded."""
+
+    def records(self) -> Iterator[Record]:
+        """Every record, in offset order (undecodable batches skipped)."""
+
+
+@dataclass
+class ReadLog:
+    """Records a consumer read back, from the log start to the high watermark."""
+
+    items: Sequence[Record]
+    name: str = "the consumer's read"
+    log_start: int = 0
+    log_end: int = 0
+
+    def __post_init__(self) -> None:
+        self._by_offset = {r.offset: r for r in self.items}
+        if self.items:
+            self.log_start = self.log_start or self.items[0].offset
+            self.log_end = max(self.log_end, self.items[-1].offset + 1)
+
+    def at(self, offset: int) -> Record | str | None:
+        return self._by_offset.get(offset)
+
+    def records(self) -> Iterator[Record]:
+        return iter(self.items)
+
+
+class ReplicaLog:
+    """One replica's records, decoded from its segments on demand, each batch once."""
+
+    def __init__(self, lineage: Lineage) -> None:
+        self.lineage = lineage
+        self.name = f"replica {lineage.broker_id}"
+        self.log_start = lineage.log_start_offset or 0
+        self.log_end = lineage.leo
+        self._maps: dict[str, mmap.mmap | None] = {}
+        self._batches: dict[tuple[str, int], dict[int, Record] | str] = {}
+
+    def at(self, offset: int) -> Record | str | None:
+        batch = self.lineage.batch_containing(offset)
+        if batch is None or self.lineage.path is None:
+            return None
+        found = self._decoded(batch.segment, batch.position)
+        return found if isinstance(found, str) else found.get(offset)
+
+    def records(self) -> Iterator[Record]:
+        for batch in self.lineage.batches:
+            found = self._decoded(batch.segment, batch.position)
+            if not isinstance(found, str):
+                yield from found.values()
+
+    def _decoded(self, segment: str, position: int) -> dict[int, Record] | str:
+        key = (segment, position)
+        if key not in self._batches:
+            self._batches[key] = self._decode(Path(self.lineage.path or "") / segment, position)
+        return self._batches[key]
+
+    def _decode(self, path: Path, position: int) -> dict[int, Record] | str:
+        name = str(path)
+        if name not in self._maps:
+            try:
+                with open(path, "rb") as fh:
+                    self._maps[name] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError) as exc:
+                self._maps[name] = None
+                return f"cannot read {name}: {exc}"
+        buf = self._maps[name]
+        if buf is None:
+            return f"cannot read {name}"
+        try:
+            return {r.offset: r for r in read_records(buf, position, path=name)}
+        except LogReadError as exc:
+            return str(exc)
+
+    def close(self) -> None:
+        for buf in self._maps.values():
+            if buf is not None:
+                with contextlib.suppress(BufferError):
+                    buf.close()
+        self._maps.clear()
+        self._batches.clear()
+
+
+@dataclass
+class LostWrite:
+    offset: int
+    key: str | None
+    value: str | None
+    acks: str
+    acked: float | None
+    why: str
+    held_by: list[int] = field(default_factory=list)  # other replicas that still hold it
+
+
+@dataclass
+class HistoryCheck:
+    acked: int = 0
+    present: int = 0
+    lost_count: int = 0
+    durable_lost: int = 0
+    below_log_start: int = 0
+    unverifiable: int = 0
+    duplicated: int = 0
+    out_of_order: int = 0
+    reference: str | None = None  # which log was checked
+    by_acks: dict[str, dict[str, int]] = field(default_factory=dict)  # acks -> acked, lost
+    lost: list[LostWrite] = field(default_factory=list)  # the first MAX_LISTED
+    duplicates: list[str] = field(default_factory=list)  # the first MAX_LISTED values
+    order_breaks: list[tuple[str, str]] = field(default_factory=list)  # (earlier, later)
+
+    @property
+    def clean(self) -> bool:
+        """No acknowledged write lost, duplicated or reordered."""
+        return not (self.lost_count or self.duplicated or self.out_of_order)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "acked": self.acked,
+            "present": self.present,
+            "lost_count": self.lost_count,
+            "durable_lost": self.durable_lost,
+            "below_log_start": self.below_log_start,
+            "unverifiable": self.unverifiable,
+            "duplicated": self.duplicated,
+            "out_of_order": self.out_of_order,
+            "reference": self.reference,
+            "by_acks": {k: dict(v) for k, v in sorted(self.by_acks.items())},
+            "lost": [vars(w) | {"held_by": list(w.held_by)} for w in self.lost],
+            "duplicates": list(self.duplicates),
+            "order_breaks": [list(p) for p in self.order_breaks],
+        }
+
+    def line(self) -> str:
+        """ "10 of 41 acknowledged write(s) lost (acks=1: 10 of 30)", durable loss first."""
+        parts = [
+            f"acks={acks}: {c['lost']} of {c['acked']}"
+            for acks, c in sorted(self.by_acks.items())
+            if c["lost"]
+        ]
+        text = f"{self.lost_count} of {self.acked} acknowledged write(s) lost"
+        if parts:
+            text += f" ({'; '.join(parts)})"
+        if self.durable_lost:
+            text += ": acks=all writes lost, which Kafka promises never to lose"
+        elif self.lost_count:
+            text += ", none with acks=all"
+        if self.duplicated:
+            text += f"; {self.duplicated} duplicated"
+        if self.out_of_order:
+            text += f"; {self.out_of_order} out of order"
+        return text
+
+
+def _text(blob: bytes | None) -> str | None:
+    return None if blob is None else blob.decode("utf-8", "replace")
+
+
+def _preview(blob: bytes | None) -> str:
+    text = _text(blob)
+    if text is None:
+        return "null"
+    return text if len(text) <= PREVIEW else text[:PREVIEW] + "…"
+
+
+def matches(record: Record | str | None, send: Mapping[str, Any]) -> bool:
+    if not isinstance(record, Record):
+        return False
+    if send.get("key") is not None and _text(record.key) != send["key"]:
+        return False
+    return _text(record.value) == send.get("value")
+
+
+def check_history(
+    sends: Iterable[Any],
+    log: PartitionLog | None,
+    *,
+    others: Sequence[PartitionLog] = (),
+    order: bool = True,
+) -> HistoryCheck:
+    """Check the acknowledged `sends` (`runrecord.history.Send`s, or dicts of their fields)
+    of one partition against its final `log`; `others` (the other replicas) say who still holds a
+    lost write. With no log at all (no replica on disk), every write is lost."""
+    plain = [s if isinstance(s, Mapping) else vars(s) for s in sends]  # dicts or `Send`s
+    acked = [s for s in plain if s.get("offset") is not None and s.get("error") is None]
+    acked.sort(key=lambda s: (int(s["offset"]), s.get("acked") or 0.0))
+    check = HistoryCheck(acked=len(acked), reference=None if log is None else log.name)
+    for send in acked:
+        check.by_acks.setdefault(str(send.get("acks")), {"acked": 0, "lost": 0})["acked"] += 1
+
+    def lose(send: Mapping[str, Any], why: str, held_by: list[int]) -> None:
+        check.lost_count += 1
+        check.by_acks[str(send.get("acks"))]["lost"] += 1
+        if str(send.get("acks")) in DURABLE_ACKS:
+            check.durable_lost += 1
+        if len(check.lost) < MAX_LISTED:
+            check.lost.append(
+                LostWrite(
+                    int(send["offset"]),
+                    send.get("key"),
+                    send.get("value"),
+                    str(send.get("acks")),
+                    send.get("acked"),
+                    why,
+                    held_by,
+                )
+            )
+
+    if log is None:
+        for send in acked:
+            lose(send, "no replica of this partition was found on disk", [])
+        return check
+    for send in acked:
+        offset = int(send["offset"])
+        if offset < log.log_start:
+            check.below_log_start += 1
+            continue
+        record = log.at(offset)
+        if matches(record, send):
+            check.present += 1
+        elif isinstance(record, str):
+            check.unverifiable += 1
+        else:
+            why = (
+                f"{log.name} has no record at offset {offset} (its log ends at {log.log_end})"
+                if record is None
+                else f"{log.name} holds another record there: value {_preview(record.value)!r}"
+            )
+            held = [_holder(o) for o in others if matches(o.at(offset), send)]
+            lose(send, why, sorted(h for h in held if h is not None))
+    if order:
+        _duplicates_and_order(check, acked, log)
+    return check
+
+
+def _holder(log: PartitionLog) -> int | None:
+    lineage = getattr(log, "lineage", None)
+    return None if lineage is None else lineage.broker_id
+
+
+def _duplicates_and_order(
+    check: HistoryCheck, acked: Sequence[Mapping[str, Any]], log: PartitionLog
+) -> None:
+    wanted = {s.get("value") for s in acked}
+    seen: Counter[str] = Counter()
+    positions: dict[str, int] = {}
+    for i, record in enumerate(log.records()):
+        value = _text(record.value)
+        if value in wanted:
+            seen[value] += 1
+            positions.setdefault(value, i)
+    doubled = sorted(v for v, n in seen.items() if n > 1)
+    check.duplicated = len(doubled)
+    check.duplicates = doubled[:MAX_LISTED]
+    by_ack = sorted(
+        (s for s in acked if s.get("value") in positions), key=lambda s: s.get("acked") or 0.0
+    )
+    for earlier, later in itertools.pairwise(by_ack):
+        if positions[earlier["value"]] > positions[later["value"]]:
+            check.out_of_order += 1
+            if len(check.order_breaks) < MAX_LISTED:
+                check.order_breaks.append((earlier["value"], later["value"]))

@@ -1,0 +1,53 @@
+"""A KRaft cluster's own state, read from its controllers' disks.
+
+The metadata log is the source of truth in KRaft (KIP-631) and its segments are bind-mounted
+on the host, so logfork reads it with the checker's decoder rather than asking brokers,
+whose view lags and, for a broker cut off from the controllers, stops. The quorum leader is
+the one the highest epoch any voter recorded names (`checkers.checkpoints.quorum_leader`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from checkers.checkpoints import QUORUM_STATE, QuorumState, quorum_leader, read_quorum_state
+from checkers.errors import LogReadError
+from checkers.metadata_log import METADATA_TOPICS, MetadataLog, decode_metadata_log
+from fixtures.errors import LogforkError
+
+if TYPE_CHECKING:
+    from fixtures.nodes import Node
+
+METADATA_DIR = f"{METADATA_TOPICS[0]}-0"
+
+
+def metadata_dir(node: Node) -> Path:
+    return node.data_dir / METADATA_DIR
+
+
+def quorum_state(node: Node) -> QuorumState | None:
+    """The node's quorum-state file; None while it is not written yet, or caught
+    mid-rewrite."""
+    path = metadata_dir(node) / QUORUM_STATE
+    if not path.is_file():
+        return None
+    try:
+        return read_quorum_state(path)
+    except LogReadError:
+        return None
+
+
+def quorum_leader_node(controllers: list[Node]) -> Node:
+    """The controller that leads the quorum."""
+    states = [s for s in (quorum_state(n) for n in controllers) if s is not None]
+    leader = quorum_leader(states)
+    by_id = {n.node_id: n for n in controllers}
+    if leader is None or leader not in by_id:
+        raise LogforkError("no KRaft controller has recorded a quorum leader yet")
+    return by_id[leader]
+
+
+def metadata_log(controllers: list[Node], node: Node | None = None) -> MetadataLog:
+    """The metadata log as one controller has it on disk (default: the quorum leader)."""
+    return decode_metadata_log(metadata_dir(node or quorum_leader_node(controllers)))

@@ -1,0 +1,403 @@
+"""The Spark engine: each source's read tasks run in Spark tasks.
+
+    metadata-log tasks (mapInArrow) -> the driver chooses each run's leaders
+    read tasks (mapInArrow over broadcast slices) -> replica rows; the tasks write the large
+      tables (batches, lineage, epochs) themselves
+    replica rows cogrouped with acknowledged sends by (run, bucket) (applyInPandas) ->
+      `reports.judge.partition_row` per partition -> rows collected through Arrow
+    producer.jsonl read and counted by Spark -> `reports.pipeline.summarise_sends`
+
+What crosses the JVM is compact (a replica's batches travel as one binary value), so the
+work is the Python tasks', which is what more cores speed up. Every collected row is
+sorted on its keys, so the answer does not depend on how many tasks or cores did the work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import pickle
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from checkers.audit import decide
+from checkers.audit.plan import ReadTask
+from reports import tables as T
+from reports import tables_out
+from reports.judge import PartitionRow, partition_row
+from reports.progress import SparkProgress
+from reports.results import Assemble, EngineOutput, RunResult, judge_config
+from reports.scan import EXECUTOR_TABLES, decode_metadata, scan_slices
+from reports.sources import RunSource
+from reports.spark import get_session, quiet_pandas_warning
+
+# A bucket of partitions is judged in one pandas call: at most about this many bytes of
+# segments, so that a worker holds a bounded amount at a time (a larger partition gets a
+# bucket of its own). Below that, one bucket per core: every group and every task costs
+# Spark and pandas a round trip, and fewer of them is faster.
+BUCKET_BYTES = 128 * 1024 * 1024
+# What the judge needs of an acknowledged send (`checkers.history.check_history`).
+SEND_COLUMNS = ("topic", "partition", "offset", "key", "value", "acks", "acked", "error")
+
+
+def run(
+    sources: Sequence[RunSource],
+    assemble: Assemble,
+    *,
+    master: str | None = None,
+    write_tables: bool = True,
+    tables_dir: Path | None = None,
+) -> tuple[list[RunResult], dict[str, float], str]:
+    quiet_pandas_warning()
+    spark = get_session(master)
+    timings: dict[str, float] = {}
+    outputs = {s.key: EngineOutput() for s in sources}
+    dests = tables_out.destinations(sources, tables_dir) if write_tables else {}
+    for dest in dests.values():
+        for name in EXECUTOR_TABLES:
+            tables_out.fresh(dest / name)
+
+    mark = time.monotonic()
+    _metadata(spark, sources, outputs)
+    known = {s.key: decide.leaders(s.plan, outputs[s.key].metadata_logs) for s in sources}
+    timings["metadata"] = time.monotonic() - mark
+
+    mark = time.monotonic()
+    config = judge_config(sources, known)
+    sends = _producer_frame(spark, sources)
+    acked = (
+        sends.filter("error IS NULL AND offset IS NOT NULL AND partition IS NOT NULL")
+        if sends is not None
+        else None
+    )
+    tasks = [(s.key, t) for s in sources for t in s.plan.tasks]
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    assignment, partitions = buckets(spark, tasks, parallelism)
+    # The buckets land on distinct shuffle partitions (see `buckets`); Spark's adaptive
+    # execution must not fold them back into fewer tasks.
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    scanned, shared = _scan(spark, tasks, assignment, dests)
+    judged = _judge(spark, scanned, acked, config, assignment)
+    label = f"reading and judging {len(tasks)} replica(s) of {len(sources)} run(s)"
+    try:
+        with SparkProgress(spark, label):
+            rows = _collect(judged)
+    finally:
+        shared.destroy()
+    for row in sorted(rows, key=lambda r: (r["run"], r["topic"], r["partition"])):
+        outputs[row["run"]].rows.append(_partition_row(row))
+    timings["scan+judge"] = time.monotonic() - mark
+
+    if sends is not None:
+        mark = time.monotonic()
+        with SparkProgress(spark, "summarising producer histories"):
+            _count_sends(sends, outputs)
+        timings["producer"] = time.monotonic() - mark
+    for key, dest in dests.items():
+        outputs[key].tables_dir = dest
+    runs = [assemble(s, outputs[s.key]) for s in sources]
+    if dests:
+        mark = time.monotonic()
+        with SparkProgress(spark, "writing tables"):
+            tables_out.write_tables(spark, runs, sends, dests)
+        timings["tables"] = time.monotonic() - mark
+    return runs, timings, spark.sparkContext.master
+
+
+# --------------------------------------------------------------------------------------
+# Tasks
+
+
+def _collect(frame: Any) -> list[dict[str, Any]]:
+    """Collect through Arrow: far cheaper than pickled Rows for nested columns."""
+    return frame.toArrow().to_pylist()
+
+
+def _metadata(spark: Any, sources: Sequence[RunSource], outputs: dict[str, EngineOutput]) -> None:
+    """KRaft metadata logs, decoded by Spark tasks before the judging (which needs the
+    leaders they name)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    wanted = [(s.key, t.log_dir, t.path) for s in sources for t in s.plan.metadata_tasks()]
+    if not wanted:
+        return
+    slices = max(1, min(len(wanted), spark.sparkContext.defaultParallelism * 3))
+    rdd = spark.sparkContext.parallelize(wanted, slices)
+    frame = spark.createDataFrame(rdd, from_arrow_schema(T.METADATA_TASK_SCHEMA))
+    decoded = frame.mapInArrow(decode_metadata, from_arrow_schema(T.METADATA_SCHEMA))
+    with SparkProgress(spark, f"decoding {len(wanted)} metadata log(s)"):
+        rows = _collect(decoded)
+    for row in rows:
+        outputs[row["run"]].metadata_logs[row["log_dir"]] = T.metadata_log_from_json(
+            row["metadata_log"]
+        )
+
+
+def _scan(
+    spark: Any,
+    tasks: Sequence[tuple[str, ReadTask]],
+    assignment: dict[tuple[str, str, int], int],
+    dests: dict[str, Path],
+) -> tuple[Any, Any]:
+    """Replica rows from Spark tasks, each reading a slice of the partition dirs, and the
+    broadcast that carries the slices (Spark itself only hands out slice numbers)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    tables = {run: str(dest) for run, dest in dests.items()}
+    rows = [
+        {
+            **dataclasses.asdict(t),
+            "run": run,
+            "bucket": assignment[(run, t.topic, t.partition)],
+            "tables": tables.get(run),
+        }
+        for run, t in tasks
+    ]
+    count = max(1, min(len(rows), spark.sparkContext.defaultParallelism * 3))
+    # Dealt round-robin: each slice gets its share of every topic (often alike in size).
+    slices = [rows[i::count] for i in range(count)]
+    shared = spark.sparkContext.broadcast(slices)
+    numbers = spark.range(0, count, 1, numPartitions=count)
+    frame = numbers.mapInArrow(
+        functools.partial(scan_slices, shared), from_arrow_schema(T.REPLICA_SCHEMA)
+    )
+    return frame, shared
+
+
+def _producer_frame(spark: Any, sources: Sequence[RunSource]) -> Any:
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = from_arrow_schema(pa.schema(T.PRODUCER_FIELDS))
+    frames = []
+    for source in sources:
+        path = source.artifacts.producer
+        if path is None:
+            continue
+        frame = (
+            spark.read.schema(schema)
+            .option("mode", "PERMISSIVE")
+            .json(str(path.resolve()))
+            .filter("topic IS NOT NULL")  # the schema header line has no topic
+            .withColumn("run", F.lit(source.key))
+        )
+        frames.append(frame)
+    if not frames:
+        return None
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _count_sends(sends: Any, outputs: dict[str, EngineOutput]) -> None:
+    """The counts `reports.pipeline.summarise_sends` takes: one aggregation, collected small."""
+    from pyspark.sql import functions as F
+
+    second = F.floor(F.coalesce(F.col("acked"), F.col("sent"))).cast("long")
+    ok = F.col("error").isNull() & F.col("offset").isNotNull()
+    grouped = sends.groupBy("run", "acks", second.alias("second"), ok.alias("ok"), "error").agg(
+        F.count(F.lit(1)).alias("n")
+    )
+    counts: dict[str, dict[Any, int]] = defaultdict(dict)
+    for row in _collect(grouped):
+        key = (str(row["acks"]), row["second"], bool(row["ok"]), row["error"])
+        counts[row["run"]][key] = row["n"]
+    for run, found in counts.items():
+        outputs[run].send_counts = found
+
+
+# --------------------------------------------------------------------------------------
+# Buckets: which partitions are judged together
+
+
+def buckets(
+    spark: Any, tasks: Sequence[tuple[str, ReadTask]], cores: int
+) -> tuple[dict[tuple[str, str, int], int], int]:
+    """(run, topic, partition) -> bucket, and the number of shuffle partitions to judge in.
+
+    Partitions are packed into buckets by size (largest first into the lightest bucket of
+    their run); bucket numbers are chosen so that Spark's hash partitioning of the group key
+    (run, bucket) sends the buckets to distinct shuffle partitions in turn, so that no core
+    gets two buckets while another gets none."""
+    sizes: dict[tuple[str, str, int], int] = defaultdict(int)
+    for run, t in tasks:
+        sizes[(run, t.topic, t.partition)] += t.size + 1
+    if not sizes:
+        return {}, 1
+    per_run: dict[str, list[tuple[tuple[str, str, int], int]]] = defaultdict(list)
+    for key, size in sizes.items():
+        per_run[key[0]].append((key, size))
+    total = sum(sizes.values())
+    count = max(cores, -(-total // BUCKET_BYTES))
+    runs = sorted(per_run)
+    # Each run gets buckets in proportion to its bytes, at least one.
+    shares = {
+        run: max(1, min(len(per_run[run]), round(count * sum(s for _, s in per_run[run]) / total)))
+        for run in runs
+    }
+    partitions = max(1, min(cores, sum(shares.values())))
+    wanted = []
+    target = 0
+    for run in runs:
+        for _ in range(shares[run]):
+            wanted.append((run, target % partitions))
+            target += 1
+    ids = _bucket_ids(spark, wanted, partitions)
+    out: dict[tuple[str, str, int], int] = {}
+    for run in runs:
+        mine = ids[run]
+        load = [0] * len(mine)
+        for key, size in sorted(per_run[run], key=lambda kv: (-kv[1], kv[0])):
+            lightest = min(range(len(mine)), key=lambda i: (load[i], i))
+            load[lightest] += size
+            out[key] = mine[lightest]
+    return out, partitions
+
+
+def _bucket_ids(
+    spark: Any, wanted: Sequence[tuple[str, int]], partitions: int
+) -> dict[str, list[int]]:
+    """For each (run, shuffle partition) wanted, a bucket number that Spark's shuffle sends
+    there: `pmod(hash(run, bucket), partitions)` is exactly its hash partitioning."""
+    from pyspark.sql import functions as F
+
+    runs = sorted({run for run, _ in wanted})
+    probe = max(64, partitions * 32)
+    table = pa.table(
+        {
+            "run": pa.array([r for r in runs for _ in range(probe)], pa.string()),
+            "bucket": pa.array([i for _ in runs for i in range(probe)], pa.int32()),
+        }
+    )
+    frame = spark.createDataFrame(table).select(
+        "run", "bucket", F.pmod(F.hash("run", "bucket"), F.lit(partitions)).alias("target")
+    )
+    free: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for row in _collect(frame):
+        free[(row["run"], row["target"])].append(row["bucket"])
+    taken: dict[str, list[int]] = defaultdict(list)
+    for run, target in wanted:
+        choices = sorted(free[(run, target)])
+        pick = next((b for b in choices if b not in taken[run]), None)
+        if pick is None:  # no number lands there: any unused one will do
+            pick = next(b for b in range(probe * 2) if b not in taken[run])
+        taken[run].append(pick)
+    return dict(taken)
+
+
+# --------------------------------------------------------------------------------------
+# Judging
+
+
+def _judge(
+    spark: Any,
+    scanned: Any,
+    acked: Any,
+    config: Any,
+    assignment: dict[tuple[str, str, int], int],
+) -> Any:
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    keys = ["run", "topic", "partition"]
+    left = scanned.select("run", "bucket", *T.REPLICA_COLUMNS).groupBy("run", "bucket")
+    if acked is None:
+        schema = StructType.fromDDL(
+            "run string, topic string, partition int, offset long, key string, value string, "
+            "acks string, acked double, error string"
+        )
+        acked = spark.createDataFrame([], schema)
+    ordered = sorted(assignment.items())
+    table = pa.table(
+        {
+            "run": pa.array([k[0] for k, _ in ordered], pa.string()),
+            "topic": pa.array([k[1] for k, _ in ordered], pa.string()),
+            "partition": pa.array([k[2] for k, _ in ordered], pa.int32()),
+            "bucket": pa.array([b for _, b in ordered], pa.int32()),
+        }
+    )
+    bucket_schema = StructType.fromDDL("run string, topic string, partition int, bucket int")
+    bucket_frame = F.broadcast(spark.createDataFrame(table, bucket_schema))
+    # Sends to partitions no replica holds go to bucket -1, judged as "absent".
+    right = (
+        acked.join(bucket_frame, keys, "left")
+        .withColumn("bucket", F.coalesce(F.col("bucket"), F.lit(-1)))
+        .select("run", "bucket", *SEND_COLUMNS)
+        .groupBy("run", "bucket")
+    )
+    return left.cogroup(right).applyInPandas(
+        functools.partial(judge_bucket, config), from_arrow_schema(T.VERDICT_SCHEMA)
+    )
+
+
+def judge_bucket(
+    config: Any, key: tuple[Any, ...], replicas: pd.DataFrame, sends: pd.DataFrame
+) -> pd.DataFrame:
+    """Cogrouped applyInPandas function over (run, bucket): the replicas of some partitions
+    and their acknowledged sends. Each partition is judged on its own; grouping several per
+    call spares Spark and pandas a round trip per partition."""
+    from checkers.protocol import Protocol
+
+    run = str(key[0])
+    protocol = Protocol(config.protocols[run])
+    held: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    columns = [replicas[c].tolist() for c in T.REPLICA_COLUMNS] if len(replicas) else []
+    for values in zip(*columns, strict=True):
+        row = dict(zip(T.REPLICA_COLUMNS, values, strict=True))
+        held.setdefault((str(row["topic"]), int(row["partition"])), []).append(row)
+    sent: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    if len(sends):
+        # pandas 3 hands a null string over as NaN: make every null None, as the local
+        # engine's sends have it.
+        plain = sends.astype(object).where(sends.notna(), None)
+        for row in plain.to_dict("records"):
+            sent.setdefault((str(row["topic"]), int(row["partition"])), []).append(row)
+    out = []
+    for tp in sorted(held.keys() | sent.keys()):
+        rows = sorted(held.get(tp, []), key=lambda r: (int(r["log_dir"]), int(r["child"])))
+        summaries = [T.summary_from_row(r) for r in rows]
+        judged = [
+            T.lineage_from_row(tp[0], tp[1], r["broker"], r["replica"], r["batches"])
+            for r in rows
+            if r["judged"]
+        ]
+        leader = config.leaders.get((run, *tp))
+        verdict = decide.judge(judged, leader, protocol) if judged else None
+        done = partition_row(config, run, tp, summaries, judged, verdict, sent.get(tp, []))
+        out.append(
+            {
+                "run": run,
+                "topic": tp[0],
+                "partition": tp[1],
+                "status": done.status,
+                "report_json": json.dumps(done.report),
+                "replicas_json": json.dumps([T.summary_value(s) for s in summaries]),
+                "verdict_pickle": None
+                if verdict is None
+                else pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL),
+            }
+        )
+    # Object columns keep None as null and ints exact through Arrow, in pandas 2 and 3.
+    return pd.DataFrame(
+        {c: pd.Series([r.get(c) for r in out], dtype=object) for c in T.VERDICT_SCHEMA.names}
+    )
+
+
+def _partition_row(row: dict[str, Any]) -> PartitionRow:
+    blob = row["verdict_pickle"]
+    return PartitionRow(
+        run=row["run"],
+        topic=row["topic"],
+        partition=row["partition"],
+        status=row["status"],
+        replicas=[T.summary_from_value(v) for v in json.loads(row["replicas_json"] or "[]")],
+        verdict=None if blob is None else pickle.loads(bytes(blob)),
+        report=json.loads(row["report_json"] or "{}"),
+    )

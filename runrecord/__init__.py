@@ -1,0 +1,7 @@
+"""The run record: the typed schema of everything a run writes into its run directory.
+
+Scenarios, faults, observation, the workload and the reports all write and read a run
+directory through this package (`runrecord.rundir.RunDir`), so that a field has one name
+and one type everywhere, and a file written by another schema version is refused with an
+error naming it.
+"""
