@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from runrecord.outcome import Outcome
+from runrecord.run import Verdict
 from suites.registry import get
-from suites.scenario import Outcome, Verdict, run
+from suites.scenario import run
 
 
 def assert_verdict(verdict: Verdict) -> None:
@@ -15,7 +17,7 @@ def assert_verdict(verdict: Verdict) -> None:
     its own message, never a pass; a scenario the release cannot run is a skip."""
     if verdict.outcome == Outcome.NOT_APPLICABLE:
         pytest.skip(verdict.summary)
-    if verdict.outcome == Outcome.NOT_REACHED or not verdict.as_expected:
+    if not verdict.outcome.has_verdict or not verdict.as_expected:
         where = f"\nrun directory: {verdict.run_dir}" if verdict.run_dir else ""
         pytest.fail(verdict.headline() + where, pytrace=False)
 
