@@ -13,8 +13,8 @@ import pytest
 
 from checkers.audit import audit
 from checkers.audit.render import render
-from suites.cli import main as logfork
 from checkers.protocol import Protocol
+from suites.cli import main as logfork
 from testsupport import craft, damage
 from testsupport.craft import PartitionSpec
 
