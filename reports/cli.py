@@ -126,9 +126,7 @@ def run_audit(args: argparse.Namespace) -> int:
             raise LogforkError("--spark-master needs the Spark engine, not --engine local")
         run = None
         if engine == "local" and not args.html:
-            result = audit(
-                args.dirs, topic=args.topic, protocol=protocol, compacted=args.compacted
-            )
+            result = audit(args.dirs, topic=args.topic, protocol=protocol, compacted=args.compacted)
         else:
             from reports.pipeline import run_pipeline
             from reports.sources import audit_source

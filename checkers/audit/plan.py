@@ -138,7 +138,7 @@ def run_log_dirs(run: RunDir) -> tuple[list[Path], list[AuditError]]:
     if not found:
         reason = "run directory has no nodes/<node>/data folders"
         errors.append(AuditError(UnreadableFile(str(nodes), None, reason), None))
-    return [run.node_data(name) for name in found], errors
+    return [d for name in found for d in run.node_log_dirs(name)], errors
 
 
 def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path], list[AuditError]]:
