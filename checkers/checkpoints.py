@@ -3,8 +3,9 @@
 - Checkpoint files (Kafka's CheckpointFile): line 1 the version (0), line 2 the entry count,
   then one entry per line, fields split on whitespace. An empty file reads as no entries.
   ``leader-epoch-checkpoint`` (per partition dir) holds ``epoch startOffset``;
-  ``replication-offset-checkpoint`` (high watermarks), ``recovery-point-offset-checkpoint``
-  and ``log-start-offset-checkpoint`` (log dir root) hold ``topic partition offset``.
+  ``replication-offset-checkpoint`` (high watermarks), ``recovery-point-offset-checkpoint``,
+  ``log-start-offset-checkpoint`` and ``cleaner-offset-checkpoint`` (log dir root) hold
+  ``topic partition offset``.
 - ``meta.properties``: Java properties; ``broker.id`` (ZooKeeper mode, version 0) or
   ``node.id`` (KRaft, version 1), ``cluster.id``, and from 3.7 ``directory.id``.
 - ``partition.metadata``: ``version: 0`` then ``topic_id: <Kafka Uuid>``.
@@ -28,6 +29,9 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+# Per partition, the cleaner's first dirty offset: how far its last round cleaned the
+# partition in this log dir (LogCleanerManager; the offset checkpoint format, version 0).
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
 QUORUM_STATE = "quorum-state"

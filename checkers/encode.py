@@ -18,7 +18,7 @@ import zstandard
 from crc32c import crc32c
 
 from checkers.codec import varint
-from checkers.records import xxh32
+from checkers.records import Record, xxh32
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 BASE_TIMESTAMP = 1_700_000_000_000
@@ -99,31 +99,81 @@ def encode_v2_batch(
     if records is None:
         last = base_offset if last_offset is None else last_offset
         records = [f"v{off}-e{leader_epoch}".encode() for off in range(base_offset, last + 1)]
-    count = len(records)
-    last_delta = count - 1 if last_offset is None else last_offset - base_offset
     ts = BASE_TIMESTAMP + base_offset if base_timestamp is None else base_timestamp
+    kept = []
+    for i, rec in enumerate(records):
+        key, value = rec if isinstance(rec, tuple) else (None, rec)
+        kept.append(Record(base_offset + i, ts + i, key, value))
+    return encode_records_batch(
+        base_offset,
+        kept,
+        last_offset=base_offset + len(kept) - 1 if last_offset is None else last_offset,
+        leader_epoch=leader_epoch,
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
+        is_control=is_control,
+        log_append_time=log_append_time,
+        base_timestamp=ts,
+        record_bytes=record_bytes,
+    )
+
+
+def encode_records_batch(
+    base_offset: int,
+    records: Sequence[Record],
+    *,
+    last_offset: int,
+    leader_epoch: int = 0,
+    compression: str = "none",
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    log_append_time: bool = False,
+    base_timestamp: int | None = None,
+    delete_horizon: int | None = None,
+    record_bytes: bytes | None = None,
+) -> bytes:
+    """A v2 batch holding `records` at their own offsets and timestamps: offsets may skip and
+    the last offset may lie past the last record, as in a batch the log cleaner rewrote
+    (MemoryRecords.filterTo keeps lastOffsetDelta). `delete_horizon` stamps the batch as
+    the cleaner does from 3.1 (KIP-534: attribute bit 0x40, the horizon in the base
+    timestamp field, record timestamps relative to it)."""
+    stamps = [r.timestamp for r in records]
+    if delete_horizon is not None:
+        ts = delete_horizon
+    elif base_timestamp is not None:
+        ts = base_timestamp
+    else:
+        ts = stamps[0] if stamps else BASE_TIMESTAMP + base_offset
     if record_bytes is None:
         encoded = bytearray()
-        for i, rec in enumerate(records):
-            key, value = rec if isinstance(rec, tuple) else (None, rec)
-            encoded += encode_record(i, value, key, timestamp_delta=i)
+        for r in records:
+            encoded += encode_record(
+                r.offset - base_offset, r.value, r.key, r.timestamp - ts, list(r.headers)
+            )
         record_bytes = compress(compression, bytes(encoded))
     attrs = CODECS[compression]
     attrs |= 0x08 if log_append_time else 0
     attrs |= 0x10 if is_transactional else 0
     attrs |= 0x20 if is_control else 0
-    max_ts = ts + max(count - 1, 0)
+    attrs |= 0x40 if delete_horizon is not None else 0
+    max_ts = max(stamps) if stamps else ts
     after_crc = (
         struct.pack(
             ">hiqqqhii",
             attrs,
-            last_delta,
+            last_offset - base_offset,
             ts,
             max_ts,
             producer_id,
             producer_epoch,
             base_sequence,
-            count,
+            len(records),
         )
         + record_bytes
     )

@@ -127,6 +127,12 @@ class BadPropertiesFile(LogReadError):
     kind = "bad-properties"
 
 
+class BadTxnIndex(LogReadError):
+    """A segment's .txnindex (aborted transactions) that does not parse."""
+
+    kind = "bad-txn-index"
+
+
 class BadMetadataRecord(LogReadError):
     """A KRaft metadata or control record that does not decode."""
 

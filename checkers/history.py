@@ -3,8 +3,8 @@ acknowledged, once, and in the order it was acknowledged?
 
 A history is the producer's record of its sends (`runrecord.history.Send`: acks setting,
 acknowledged offset or error). A log is the partition's final state: the records a consumer
-read back, or one replica's segments decoded from disk (`ReplicaLog`). Each scenario and
-the report judge acknowledged-write loss here and nowhere else.
+read back, or one replica's segments decoded from disk (`checkers.recordlog.ReplicaLog`).
+Each scenario and the report judge acknowledged-write loss here and nowhere else.
 
 - lost: the record at the acknowledged offset is missing or is another record. An
   acks=all write promises to survive a leader's failure (`runrecord.history.DURABLE_ACKS`);
@@ -18,18 +18,13 @@ the report judge acknowledged-write loss here and nowhere else.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import mmap
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
-from checkers.errors import LogReadError
-from checkers.lineage import Lineage
-from checkers.records import Record, read_records
+from checkers.records import Record
 
 MAX_LISTED = 100  # writes listed by name in a result; every count stays exact
 PREVIEW = 60  # characters of a record shown beside a lost write
@@ -71,62 +66,6 @@ class ReadLog:
 
     def records(self) -> Iterator[Record]:
         return iter(self.items)
-
-
-class ReplicaLog:
-    """One replica's records, decoded from its segments on demand, each batch once."""
-
-    def __init__(self, lineage: Lineage) -> None:
-        self.lineage = lineage
-        self.name = f"replica {lineage.broker_id}"
-        self.log_start = lineage.log_start_offset or 0
-        self.log_end = lineage.leo
-        self._maps: dict[str, mmap.mmap | None] = {}
-        self._batches: dict[tuple[str, int], dict[int, Record] | str] = {}
-
-    def at(self, offset: int) -> Record | str | None:
-        batch = self.lineage.batch_containing(offset)
-        if batch is None or self.lineage.path is None:
-            return None
-        found = self._decoded(batch.segment, batch.position)
-        return found if isinstance(found, str) else found.get(offset)
-
-    def records(self) -> Iterator[Record]:
-        for batch in self.lineage.batches:
-            found = self._decoded(batch.segment, batch.position)
-            if not isinstance(found, str):
-                yield from found.values()
-
-    def _decoded(self, segment: str, position: int) -> dict[int, Record] | str:
-        key = (segment, position)
-        if key not in self._batches:
-            self._batches[key] = self._decode(Path(self.lineage.path or "") / segment, position)
-        return self._batches[key]
-
-    def _decode(self, path: Path, position: int) -> dict[int, Record] | str:
-        name = str(path)
-        if name not in self._maps:
-            try:
-                with open(path, "rb") as fh:
-                    self._maps[name] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError) as exc:
-                self._maps[name] = None
-                return f"cannot read {name}: {exc}"
-        buf = self._maps[name]
-        if buf is None:
-            return f"cannot read {name}"
-        try:
-            return {r.offset: r for r in read_records(buf, position, path=name)}
-        except LogReadError as exc:
-            return str(exc)
-
-    def close(self) -> None:
-        for buf in self._maps.values():
-            if buf is not None:
-                with contextlib.suppress(BufferError):
-                    buf.close()
-        self._maps.clear()
-        self._batches.clear()
 
 
 @dataclass

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
@@ -34,6 +35,7 @@ from checkers.errors import BadPropertiesFile, LogReadError, TornTail, Unreadabl
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog, decode_metadata_log
 from checkers.records import Batch
 from checkers.segments import scan_partition
+from checkers.txnindex import AbortedTxn, read_txn_index
 
 EpochStarts = list[tuple[int, int]]
 
@@ -73,6 +75,13 @@ class Lineage:
     path: str | None = None
     topic_id: str | None = None
     transient_files: list[str] = field(default_factory=list)
+    # Compaction: how far this replica's log cleaner has cleaned it (None: never, by its
+    # log dir's cleaner-offset-checkpoint), whether that checkpoint could not be read, and
+    # the aborted transactions its .txnindex files list.
+    cleaned_to: int | None = None
+    cleaner_unknown: bool = False
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    remote_from: int | None = None  # tiered storage: [remote_from, log start) is remote only
     _bases: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -122,15 +131,23 @@ class Lineage:
         """Index of the first batch whose last offset is at or above `offset`."""
         return _index_from(self.batches, offset)
 
-    def epoch_findings(self) -> list[str]:
+    def epoch_findings(self, cleaned_below: int = 0) -> list[str]:
+        """Disagreements between the epoch checkpoint and the batches; below
+        `cleaned_below` (a compacted replica's cleaned range) the cleaner may have removed
+        the batches that started an epoch, so entries there are not checked."""
         return compare_epoch_starts(
-            self.epoch_starts, self.checkpointed_epoch_starts, self.log_start_offset or 0, self.leo
+            self.epoch_starts,
+            self.checkpointed_epoch_starts,
+            self.log_start_offset or 0,
+            self.leo,
+            cleaned_below,
         )
 
 
-def first_divergence(a: Sequence[Batch], b: Sequence[Batch]) -> int | None:
+def first_divergence(a: Sequence[Batch], b: Sequence[Batch], start: int = 0) -> int | None:
     """The first offset from which two replicas' batches differ, over the offsets both
-    hold; None when they agree there (one may lag the other, or start later).
+    hold from `start` on; None when they agree there (one may lag the other, or start
+    later).
 
     Both lists are in offset order. Batches are compared whole (boundaries, leader epoch,
     CRC), whatever the segment files they sit in. A batch whose bytes fail its CRC is not the
@@ -138,7 +155,7 @@ def first_divergence(a: Sequence[Batch], b: Sequence[Batch]) -> int | None:
     """
     if not a or not b:
         return None
-    start = max(a[0].base_offset, b[0].base_offset)
+    start = max(a[0].base_offset, b[0].base_offset, start)
     end = min(a[-1].last_offset, b[-1].last_offset) + 1
     i, j = _index_from(a, start), _index_from(b, start)
     while i < len(a) and j < len(b):
@@ -165,7 +182,11 @@ def _index_from(batches: Sequence[Batch], offset: int) -> int:
 
 
 def compare_epoch_starts(
-    derived: EpochStarts, checkpointed: EpochStarts | None, log_start: int, log_end: int
+    derived: EpochStarts,
+    checkpointed: EpochStarts | None,
+    log_start: int,
+    log_end: int,
+    cleaned_below: int = 0,
 ) -> list[str]:
     """Disagreements between the epochs the batches show and the checkpoint file.
 
@@ -181,6 +202,8 @@ def compare_epoch_starts(
     c = dict(checkpointed)
     derived_starts = sorted(s for _, s in derived)
     for epoch, start in checkpointed:
+        if start < cleaned_below:
+            continue
         if start > log_end:
             findings.append(
                 f"checkpoint entry epoch {epoch} at {start} lies beyond the log end "
@@ -203,7 +226,7 @@ def compare_epoch_starts(
                 f"epoch {epoch}: checkpoint says it starts at {start} but no batch carries it"
             )
     for epoch, start in derived:
-        if epoch not in c:
+        if epoch not in c and start >= cleaned_below:
             findings.append(
                 f"epoch {epoch}: batches start it at {start} but the checkpoint has no entry"
             )
@@ -224,6 +247,7 @@ class LogDir:
     quorum_state: QuorumState | None = None
     sidelined: list[str] = field(default_factory=list)  # -delete, -future, -stray dirs
     readable: bool = True  # False when the dir or its meta.properties could not be read
+    bad_checkpoints: list[str] = field(default_factory=list)  # names that did not parse
 
 
 Offsets = dict[str, dict[tuple[str, int], int]]
@@ -273,10 +297,14 @@ def list_log_dir(path: Path | str, topic: str | None = None) -> LogDirListing:
         REPLICATION_OFFSET_CHECKPOINT,
         RECOVERY_POINT_CHECKPOINT,
         LOG_START_OFFSET_CHECKPOINT,
+        CLEANER_OFFSET_CHECKPOINT,
     ):
+        found = len(log_dir.errors)
         listing.offsets[name] = (
             read_optional(root / name, read_offset_checkpoint, log_dir.errors) or {}
         )
+        if len(log_dir.errors) > found:
+            log_dir.bad_checkpoints.append(name)
     try:
         children = sorted(root.iterdir())
     except OSError as exc:
@@ -316,10 +344,21 @@ def read_log_dir(path: Path | str, topic: str | None = None) -> LogDir:
 
 
 def read_partition(
-    pdir: Path, broker_id: int, tp: tuple[str, int], offsets: dict[str, dict[tuple[str, int], int]]
+    pdir: Path,
+    broker_id: int,
+    tp: tuple[str, int],
+    offsets: dict[str, dict[tuple[str, int], int]],
+    *,
+    cleaner_unknown: bool = False,
 ) -> Lineage:
+    """One replica: its segments, its own files, and what its log dir's checkpoints say of
+    it (`offsets`: checkpoint name -> partition -> offset). `cleaner_unknown`: the log dir's
+    cleaner-offset-checkpoint did not parse."""
     scan = scan_partition(pdir)
     errors = list(scan.errors)
+    aborted: list[AbortedTxn] = []
+    for path in scan.txn_indexes:
+        aborted += read_optional(path, read_txn_index, errors) or []
     checkpointed = read_optional(
         pdir / LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint, errors
     )
@@ -331,6 +370,16 @@ def read_partition(
     # (LogLoader); the checkpoint only lists logs whose start moved past that base.
     candidates = [x for x in (checkpoint_start, first_segment) if x is not None]
     log_start = max(candidates) if candidates else 0
+    # Below the first local segment, a checkpointed log start is the tiered partition's
+    # (KIP-405: its older segments live in remote storage only; written from 3.8,
+    # KAFKA-16146), or a start that retention has since moved past.
+    remote_from = (
+        checkpoint_start
+        if checkpoint_start is not None
+        and first_segment is not None
+        and checkpoint_start < first_segment
+        else None
+    )
     leo = max(scan.batches[-1].last_offset + 1 if scan.batches else 0, last_segment, log_start)
     return Lineage(
         topic=tp[0],
@@ -347,6 +396,10 @@ def read_partition(
         path=str(pdir),
         topic_id=metadata.topic_id if metadata else None,
         transient_files=[p.name for p in scan.transient],
+        cleaned_to=offsets.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp),
+        cleaner_unknown=cleaner_unknown,
+        aborted=aborted,
+        remote_from=remote_from,
     )
 
 

@@ -26,6 +26,7 @@ from checkers.errors import LogReadError, OffsetOrderError, TornTail, Unreadable
 from checkers.records import Batch, ScanState, iter_batch_rows, make_batch
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+TXN_INDEX_RE = re.compile(r"^(\d{20})\.txnindex$")
 TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 
 
@@ -45,6 +46,7 @@ class PartitionListing:
     path: Path
     segments: list[SegmentFile] = field(default_factory=list)
     transient: list[Path] = field(default_factory=list)
+    txn_indexes: list[Path] = field(default_factory=list)  # aborted transactions, per segment
     errors: list[LogReadError] = field(default_factory=list)
 
 
@@ -56,6 +58,7 @@ class PartitionScan:
     batches: list[Batch] = field(default_factory=list)
     segments: list[SegmentFile] = field(default_factory=list)
     transient: list[Path] = field(default_factory=list)
+    txn_indexes: list[Path] = field(default_factory=list)
     errors: list[LogReadError] = field(default_factory=list)
     torn_tail: TornTail | None = None
 
@@ -75,6 +78,8 @@ def list_segments(partition_dir: Path | str) -> PartitionListing:
             continue
         match = SEGMENT_RE.match(name)
         if not match:
+            if TXN_INDEX_RE.match(name):
+                listing.txn_indexes.append(Path(entry.path))
             continue
         try:
             if not entry.is_file():
@@ -87,6 +92,7 @@ def list_segments(partition_dir: Path | str) -> PartitionListing:
         listing.segments.append(SegmentFile(Path(entry.path), int(match.group(1)), size))
     listing.segments.sort(key=lambda s: s.base_offset)
     listing.transient.sort()
+    listing.txn_indexes.sort()
     return listing
 
 
@@ -155,6 +161,7 @@ def scan_partition(partition_dir: Path | str) -> PartitionScan:
         Path(partition_dir),
         segments=listing.segments,
         transient=listing.transient,
+        txn_indexes=listing.txn_indexes,
         errors=list(listing.errors),
     )
     state = ScanState()

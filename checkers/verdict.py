@@ -13,6 +13,12 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from checkers.compaction import (
+    cleaned_end,
+    cleaner_evidence,
+    compare_cleaned,
+    first_record_difference,
+)
 from checkers.lineage import Lineage, first_divergence
 from checkers.model import TruncationResult, truncate_follower
 from checkers.protocol import Protocol
@@ -63,6 +69,8 @@ class PartitionVerdict:
     notes: list[str] = field(default_factory=list)
     log_end_offsets: dict[int, int] = field(default_factory=dict)
     log_start_offsets: dict[int, int] = field(default_factory=dict)
+    lenient: list[dict[str, Any]] = field(default_factory=list)  # ranges not byte for byte
+    unchecked: list[dict[str, Any]] = field(default_factory=list)  # ranges not held locally
 
     def compact(self) -> PartitionVerdict:
         """The verdict without the predicted follower logs (see `TruncationResult.compact`)."""
@@ -88,6 +96,8 @@ class PartitionVerdict:
             "predictions": [{"follower": f, **r.to_dict()} for f, r in self.predictions.items()],
             "log_start_offsets": {str(k): v for k, v in self.log_start_offsets.items()},
             "log_end_offsets": {str(k): v for k, v in self.log_end_offsets.items()},
+            "lenient": self.lenient,
+            "unchecked": self.unchecked,
             "notes": self.notes,
         }
 
@@ -104,12 +114,16 @@ def judge_partition(
     *,
     leader: int | None = None,
     protocol: Protocol = Protocol.KIP_279,
+    compacted: str | None = None,
 ) -> PartitionVerdict:
     """Compare every pair of replicas batch by batch; say where they first differ, whether
     committed data differs, who holds what, and what `protocol` does about it next.
 
     `leader` is the current leader's broker id when known (KRaft metadata); otherwise
-    `pick_leader` chooses.
+    `pick_leader` chooses. `compacted` says why the partition is known to be compacted;
+    its replicas' cleaned ranges are then compared as compaction allows
+    (`checkers.compaction`), and so are they when their own cleaner-offset-checkpoints say
+    they were cleaned.
     """
     if not lineages:
         raise ValueError("judge_partition needs at least one replica")
@@ -128,11 +142,21 @@ def judge_partition(
     # The highest high watermark any replica recorded: everything below it was committed
     # at some point (the leader's is the highest; a deposed leader may remember a higher one).
     verdict.high_watermark = max(hws) if hws else None
+    compacted = compacted or cleaner_evidence(ordered)
+    unknown = [lin.broker_id for lin in ordered if lin.cleaner_unknown]
+    if unknown:
+        verdict.notes.append(
+            f"the cleaner-offset-checkpoint of broker(s) {', '.join(map(str, unknown))} could "
+            "not be read: judged byte for byte, so if the partition is compacted a batch a "
+            "cleaner rewrote shows as a divergence"
+        )
+        compacted = None
     for a, b in combinations(ordered, 2):
-        offset = first_divergence(a.batches, b.batches)
+        offset = _pair_divergence(a, b, compacted, verdict)
         if offset is not None:
             verdict.pairs.append((a.broker_id, b.broker_id, offset))
-    _notes(ordered, verdict)
+    _unchecked(ordered, verdict)
+    _notes(ordered, verdict, compacted is not None)
     if not verdict.pairs:
         return verdict
 
@@ -154,11 +178,12 @@ def judge_partition(
             groups[identity] = Version(batch, [lin.broker_id])
     verdict.versions = list(groups.values())
     keys = [key for key, _ in groups]
-    if len(set(keys)) > 1 and len({k[:3] for k in keys}) == 1:
+    if len(set(keys)) > 1 and len({k[:3] for k in keys}) == 1 and not compacted:
         verdict.notes.append(
             f"at offset {at} the versions share boundaries and leader epoch and "
             "differ only in CRC: different contents, or one replica's log "
-            "cleaner rewrote the batch (compacted topics)"
+            "cleaner rewrote the batch (a compacted topic the audit was not told of: "
+            "--compacted)"
         )
 
     by_id = {lin.broker_id: lin for lin in ordered}
@@ -173,7 +198,63 @@ def judge_partition(
     return verdict
 
 
-def _notes(lineages: Sequence[Lineage], verdict: PartitionVerdict) -> None:
+def _pair_divergence(
+    a: Lineage, b: Lineage, compacted: str | None, verdict: PartitionVerdict
+) -> int | None:
+    """Where two replicas first differ: record by record where either replica's cleaner
+    may have rewritten the log, byte for byte above (and everywhere, uncompacted)."""
+    start = max(a.log_start_offset or 0, b.log_start_offset or 0)
+    lenient_end = max(cleaned_end(a), cleaned_end(b)) if compacted else start
+    found = []
+    if lenient_end > start:
+        verdict.lenient.append(
+            {
+                "start": start,
+                "end": lenient_end,
+                "replicas": [a.broker_id, b.broker_id],
+                "rule": "compaction",
+                "why": compacted,
+                "how": "each broker's log cleaner rewrites its own replica on its own "
+                "schedule, so below the end of the cleaned segments batches are compared by "
+                "the fields the cleaner keeps and records one by one; a record one replica "
+                "lacks must be superseded by a later record with its key, a tombstone, a "
+                "transaction marker, keyless or aborted",
+            }
+        )
+        discrepancy = compare_cleaned(a, b, start, lenient_end)
+        if discrepancy is not None:
+            verdict.notes.append(f"at offset {discrepancy.offset}: {discrepancy.what}")
+            found.append(discrepancy.offset)
+    offset = first_divergence(a.batches, b.batches, start=lenient_end)
+    if offset is not None:
+        x, y = a.batch_containing(offset), b.batch_containing(offset)
+        if (
+            x is not None
+            and y is not None
+            and x.key[:3] == y.key[:3]
+            and x.crc_valid
+            and y.crc_valid
+        ):
+            offset = first_record_difference(a, b, offset)
+        found.append(offset)
+    return min(found) if found else None
+
+
+def _unchecked(lineages: Sequence[Lineage], verdict: PartitionVerdict) -> None:
+    for lin in lineages:
+        if lin.remote_from is not None:
+            verdict.unchecked.append(
+                {
+                    "start": lin.remote_from,
+                    "end": lin.log_start_offset or 0,
+                    "broker": lin.broker_id,
+                    "why": "below the first local segment: held in remote storage only "
+                    "(tiered storage, KIP-405), so not compared",
+                }
+            )
+
+
+def _notes(lineages: Sequence[Lineage], verdict: PartitionVerdict, compacted: bool) -> None:
     for lin in lineages:
         if lin.torn_tail is not None:
             verdict.notes.append(f"replica {lin.broker_id}: {lin.torn_tail}")
@@ -183,7 +264,7 @@ def _notes(lineages: Sequence[Lineage], verdict: PartitionVerdict) -> None:
                 f"replica {lin.broker_id}: {len(bad)} batch(es) fail their CRC, "
                 f"first {bad[0].span} in {bad[0].segment}"
             )
-        for finding in lin.epoch_findings():
+        for finding in lin.epoch_findings(cleaned_end(lin) if compacted else 0):
             verdict.notes.append(f"replica {lin.broker_id}: leader-epoch-checkpoint: {finding}")
         if lin.transient_files:
             verdict.notes.append(

@@ -14,10 +14,11 @@ if TYPE_CHECKING:
 def replica(cluster: Cluster, broker_id: int, topic: str, partition: int = 0) -> Lineage:
     """One replica's lineage, read from the broker's log dir on the host (an empty one when
     the broker holds no such partition yet)."""
-    listing = list_log_dir(cluster.broker(broker_id).data_dir, topic=topic)
-    for child, tp in listing.partitions:
-        if tp == (topic, partition):
-            return read_partition(child, broker_id, tp, listing.offsets)
+    for log_dir in cluster.broker(broker_id).log_dirs:
+        listing = list_log_dir(log_dir, topic=topic)
+        for child, tp in listing.partitions:
+            if tp == (topic, partition):
+                return read_partition(child, broker_id, tp, listing.offsets)
     return Lineage(topic, partition, broker_id)
 
 

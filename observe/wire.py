@@ -20,21 +20,24 @@ from checkers.encode import encode_v2_batch
 
 PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH = (
     0, 1, 2, 21, 18, 23)  # fmt: skip
+ALTER_REPLICA_LOG_DIRS = 34
 NAMES = {
     PRODUCE: "PRODUCE",
     FETCH: "FETCH",
     LIST_OFFSETS: "LIST_OFFSETS",
     DELETE_RECORDS: "DELETE_RECORDS",
     OFFSET_FOR_LEADER_EPOCH: "OFFSET_FOR_LEADER_EPOCH",
+    ALTER_REPLICA_LOG_DIRS: "ALTER_REPLICA_LOG_DIRS",
 }
 # Versions encoded below: non-flexible ones, except DeleteRecords v2 (the oldest that 4.x
 # still serves).
 ENCODED = {PRODUCE: (3,), FETCH: (4,), LIST_OFFSETS: (1,), OFFSET_FOR_LEADER_EPOCH: (2,),
-           DELETE_RECORDS: (0, 2)}  # fmt: skip
+           DELETE_RECORDS: (0, 2), ALTER_REPLICA_LOG_DIRS: (1,)}  # fmt: skip
 FLEXIBLE = {(DELETE_RECORDS, 2)}
 ERRORS = {0: "NONE", 1: "OFFSET_OUT_OF_RANGE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
           6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 19: "NOT_ENOUGH_REPLICAS",
           20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 35: "UNSUPPORTED_VERSION",
+          57: "LOG_DIR_NOT_FOUND", 58: "KAFKA_STORAGE_ERROR",
           74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH"}  # fmt: skip
 _ids = itertools.count(1)
 
@@ -217,3 +220,24 @@ class Connection:
             r.int32()
         _, low, error = r.int32(), r.int64(), r.int16()
         return Answer("DELETE_RECORDS", v, error, f"low watermark {low}")
+
+    # -- moving a replica between a broker's log dirs (KIP-113) --------------------------
+    def alter_replica_log_dir(self, topic: str, partition: int, path: str) -> Answer:
+        """Ask this broker to move its replica of the partition into log dir `path` (a
+        path inside the broker). The broker answers at once and moves in the background:
+        a future log catches up in the target dir, then replaces the current one."""
+        v = self.version_for(ALTER_REPLICA_LOG_DIRS)
+        body = (
+            struct.pack(">i", 1)
+            + string(path)
+            + struct.pack(">i", 1)
+            + string(topic)
+            + struct.pack(">ii", 1, partition)
+        )
+        r = self._roundtrip(ALTER_REPLICA_LOG_DIRS, v, body)
+        r.int32()  # throttle
+        r.int32()
+        r.string()
+        r.int32()
+        _, error = r.int32(), r.int16()
+        return Answer("ALTER_REPLICA_LOG_DIRS", v, error, f"{topic}-{partition} to {path}")

@@ -78,6 +78,15 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--topic", metavar="T", help="audit only the partitions of topic T")
     parser.add_argument(
+        "--compacted",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="judge TOPIC as compacted (repeatable); internal topics, those whose "
+        "cleanup.policy the metadata log says is compact, and those a log cleaner has "
+        "cleaned (cleaner-offset-checkpoint) are known without it",
+    )
+    parser.add_argument(
         "--protocol",
         choices=[p.value for p in Protocol],
         default=Protocol.KIP_279.value,
@@ -103,7 +112,7 @@ def choose_engine(args: argparse.Namespace) -> str:
         return args.engine
     if spark_wanted(args) or args.tables:
         return "spark"
-    size = sum(t.size for t in plan_audit(args.dirs, args.topic).tasks)
+    size = sum(t.size for t in plan_audit(args.dirs, args.topic, args.compacted).tasks)
     return "spark" if size > AUTO_SPARK_BYTES else "local"
 
 
@@ -117,12 +126,14 @@ def run_audit(args: argparse.Namespace) -> int:
             raise LogforkError("--spark-master needs the Spark engine, not --engine local")
         run = None
         if engine == "local" and not args.html:
-            result = audit(args.dirs, topic=args.topic, protocol=protocol)
+            result = audit(args.dirs, topic=args.topic, protocol=protocol, compacted=args.compacted)
         else:
             from reports.pipeline import run_pipeline
             from reports.sources import audit_source
 
-            source = audit_source(args.dirs, protocol=protocol, topic=args.topic)
+            source = audit_source(
+                args.dirs, protocol=protocol, topic=args.topic, compacted=args.compacted
+            )
             pipeline = run_pipeline(
                 [source],
                 engine=engine,

@@ -31,7 +31,7 @@ def acknowledged_by_partition(sends: Sequence[Send]) -> dict[TopicPartition, lis
 
 def run(sources: Sequence[RunSource], assemble: Assemble) -> list[RunResult]:
     # The brief/detailed choice needs no leaders: they are the executor's own business here.
-    config = judge_config(sources, {s.key: decide.Leaders() for s in sources})
+    config = judge_config(sources, {s.key: decide.Known() for s in sources})
     runs: list[RunResult] = []
     for source in sources:
         sends: list[Send] = []

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from checkers.audit import decide
 from checkers.audit.plan import ReadTask
+from reports import rows as R
 from reports import tables as T
 from reports import tables_out
 from reports.judge import PartitionRow, partition_row
@@ -66,7 +67,7 @@ def run(
 
     mark = time.monotonic()
     _metadata(spark, sources, outputs)
-    known = {s.key: decide.leaders(s.plan, outputs[s.key].metadata_logs) for s in sources}
+    known = {s.key: decide.know(s.plan, outputs[s.key].metadata_logs) for s in sources}
     timings["metadata"] = time.monotonic() - mark
 
     mark = time.monotonic()
@@ -136,7 +137,7 @@ def _metadata(spark: Any, sources: Sequence[RunSource], outputs: dict[str, Engin
     with SparkProgress(spark, f"decoding {len(wanted)} metadata log(s)"):
         rows = _collect(decoded)
     for row in rows:
-        outputs[row["run"]].metadata_logs[row["log_dir"]] = T.metadata_log_from_json(
+        outputs[row["run"]].metadata_logs[row["log_dir"]] = R.metadata_log_from_json(
             row["metadata_log"]
         )
 
@@ -362,14 +363,15 @@ def judge_bucket(
     out = []
     for tp in sorted(held.keys() | sent.keys()):
         rows = sorted(held.get(tp, []), key=lambda r: (int(r["log_dir"]), int(r["child"])))
-        summaries = [T.summary_from_row(r) for r in rows]
+        summaries = [R.summary_from_row(r) for r in rows]
         judged = [
-            T.lineage_from_row(tp[0], tp[1], r["broker"], r["replica"], r["batches"])
+            R.lineage_from_row(tp[0], tp[1], r["broker"], r["replica"], r["batches"])
             for r in rows
             if r["judged"]
         ]
         leader = config.leaders.get((run, *tp))
-        verdict = decide.judge(judged, leader, protocol) if judged else None
+        compacted = config.compacted.get((run, tp[0]))
+        verdict = decide.judge(judged, leader, protocol, compacted) if judged else None
         done = partition_row(config, run, tp, summaries, judged, verdict, sent.get(tp, []))
         out.append(
             {
@@ -378,7 +380,7 @@ def judge_bucket(
                 "partition": tp[1],
                 "status": done.status,
                 "report_json": json.dumps(done.report),
-                "replicas_json": json.dumps([T.summary_value(s) for s in summaries]),
+                "replicas_json": json.dumps([R.summary_value(s) for s in summaries]),
                 "verdict_pickle": None
                 if verdict is None
                 else pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL),
@@ -397,7 +399,7 @@ def _partition_row(row: dict[str, Any]) -> PartitionRow:
         topic=row["topic"],
         partition=row["partition"],
         status=row["status"],
-        replicas=[T.summary_from_value(v) for v in json.loads(row["replicas_json"] or "[]")],
+        replicas=[R.summary_from_value(v) for v in json.loads(row["replicas_json"] or "[]")],
         verdict=None if blob is None else pickle.loads(bytes(blob)),
         report=json.loads(row["report_json"] or "{}"),
     )

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.audit.result import ReplicaSummary
-from checkers.history import ReplicaLog, check_history
+from checkers.history import check_history
 from checkers.lineage import Lineage
+from checkers.recordlog import ReplicaLog
 from checkers.verdict import CONSISTENT, PartitionVerdict, pick_leader
 from reports import diagram
 
@@ -34,6 +35,7 @@ class JudgeConfig:
 
     protocols: dict[str, str] = field(default_factory=dict)
     leaders: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    compacted: dict[tuple[str, str], str] = field(default_factory=dict)  # (run, topic) -> why
     brief_runs: frozenset[str] = frozenset()  # runs with more than DETAILED_UP_TO partitions
 
 

@@ -69,13 +69,14 @@ class EngineOutput:
     tables_dir: Path | None = None
 
 
-def judge_config(sources: Sequence[RunSource], known: dict[str, decide.Leaders]) -> JudgeConfig:
+def judge_config(sources: Sequence[RunSource], known: dict[str, decide.Known]) -> JudgeConfig:
     return JudgeConfig(
         protocols={s.key: s.protocol.value for s in sources},
         leaders={
-            (s.key, *tp): leader
-            for s in sources
-            for tp, leader in known[s.key].by_partition.items()
+            (s.key, *tp): leader for s in sources for tp, leader in known[s.key].leaders.items()
+        },
+        compacted={
+            (s.key, topic): why for s in sources for topic, why in known[s.key].compacted.items()
         },
         brief_runs=frozenset(
             s.key for s in sources if len(s.plan.judged_partitions()) > DETAILED_UP_TO
@@ -87,7 +88,7 @@ def assemble(source: RunSource, out: EngineOutput) -> RunResult:
     rows = sorted(out.rows, key=lambda r: (r.topic, r.partition))
     audit = out.audit
     if audit is None:
-        known = decide.leaders(source.plan, out.metadata_logs)
+        known = decide.know(source.plan, out.metadata_logs)
         audit = decide.assemble(
             source.plan,
             (r for row in rows for r in row.replicas),

@@ -21,17 +21,15 @@ from checkers.audit.plan import ReadTask
 from checkers.audit.read import read_task
 from checkers.lineage import Lineage
 from checkers.metadata_log import decode_metadata_log
-from reports.tables import (
-    METADATA_SCHEMA,
-    TASK_ONLY,
-    TASK_SCHEMA,
+from reports.rows import (
     batch_table,
     epochs_table,
     lineage_table,
     metadata_log_json,
     pack_batches,
 )
-from reports.tables import replica_batch as replica_rows
+from reports.rows import replica_batch as replica_rows
+from reports.tables import METADATA_SCHEMA, TASK_ONLY, TASK_SCHEMA
 
 BATCHES_TABLE, LINEAGE_TABLE, EPOCHS_TABLE = "batches.parquet", "lineage.parquet", "epochs.parquet"
 EXECUTOR_TABLES = (BATCHES_TABLE, LINEAGE_TABLE, EPOCHS_TABLE)

@@ -149,6 +149,7 @@ def audit_source(
     key: str = "audit",
     protocol: Protocol = Protocol.KIP_279,
     topic: str | None = None,
+    compacted: Sequence[str] = (),
 ) -> RunSource:
     """An audit of log dirs (and run directories, which expand to their nodes' log dirs).
     A single run directory also brings its run record, so its report has the timeline."""
@@ -160,4 +161,4 @@ def audit_source(
             artifacts = RunArtifacts.read(RunDir(run_dir))
         except RunRecordError as exc:
             artifacts.problems.append(str(exc))
-    return RunSource(key, run_dir, plan_audit(paths, topic), protocol, artifacts)
+    return RunSource(key, run_dir, plan_audit(paths, topic, compacted), protocol, artifacts)

@@ -12,8 +12,8 @@ DURABLE_ACKS = ("all", "-1")
 @dataclass
 class Send:
     topic: str
-    key: str
-    value: str
+    key: str | None
+    value: str | None  # None: a tombstone
     acks: str
     sent: float  # wall-clock time
     acked: float | None = None

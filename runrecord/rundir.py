@@ -53,6 +53,11 @@ class RunDir:
     def node_data(self, name: str) -> Path:
         return self.node_dir(name) / "data"
 
+    def node_log_dirs(self, name: str) -> list[Path]:
+        """Every log dir of a node: data, then data2, data3... (a JBOD broker)."""
+        extra = sorted(self.node_dir(name).glob("data[0-9]*"), key=lambda p: int(p.name[4:]))
+        return [self.node_data(name), *(p for p in extra if p.is_dir())]
+
     @property
     def producer_path(self) -> Path:
         return self.path / PRODUCER

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from fixtures.errors import SetupError
 from suites.scenario import Scenario
-from suites.scenarios import kip_101, kip_279_s1, kip_279_s3, kip_359, kip_595, kip_704, smoke
+from suites.scenarios import (
+    kip_101,
+    kip_279_s1,
+    kip_279_s3,
+    kip_359,
+    kip_595,
+    kip_704,
+    production_mix,
+    smoke,
+)
 
 SCENARIOS: dict[str, Scenario] = {
     s.id: s
@@ -20,6 +29,7 @@ SCENARIOS: dict[str, Scenario] = {
         kip_359.SCENARIO,
         kip_595.FAILOVER,
         kip_595.MISMATCH,
+        production_mix.SCENARIO,
     )
 }
 

@@ -123,11 +123,17 @@ def await_leader(
 
 
 def await_isr(
-    cluster: Cluster, topic: str, isr: tuple[int, ...], *, what: str, timeout: float = 90.0
+    cluster: Cluster,
+    topic: str,
+    isr: tuple[int, ...],
+    *,
+    what: str,
+    partition: int = 0,
+    timeout: float = 90.0,
 ) -> PartitionState:
     try:
         return wait_until(
-            lambda: partition_state(cluster, topic),
+            lambda: partition_state(cluster, topic, partition),
             lambda s: s.isr == isr,
             what=what,
             timeout=timeout,
@@ -278,7 +284,7 @@ def predict(ctx: RunContext, topic: str, *, leader: int, follower: int) -> Trunc
 def judge(ctx: RunContext, topic: str, partition: int = 0) -> PartitionVerdict:
     """The checker's judgement of the topic's replicas on disk; audit.json keeps it."""
     ctx.timeline.phase("check")
-    dirs = [node.data_dir for node in ctx.cluster.brokers.values()]
+    dirs = [d for node in ctx.cluster.brokers.values() for d in node.log_dirs]
     result = audit(dirs, topic=topic, protocol=ctx.release.protocol)
     ctx.run.write_audit(result.to_dict())
     for verdict in result.partitions:

@@ -83,17 +83,21 @@ class HistoryProducer:
         settings.update(conf)
         self._producer = Producer(settings)
 
-    def produce(self, topic: str, value: str, *, partition: int = 0) -> Send:
-        """Queue one send (its key is its value); the history gets it once it completes."""
+    def produce(
+        self, topic: str, value: str | None, *, key: str | None = None, partition: int = 0
+    ) -> Send:
+        """Queue one send (its key is its value unless given; a None value is a
+        tombstone); the history gets it once it completes."""
+        key = value if key is None else key
         send = Send(
-            topic, value, value, self.acks, time.time(), partition=partition, broker=self.only
+            topic, key, value, self.acks, time.time(), partition=partition, broker=self.only
         )
         while True:
             try:
                 self._producer.produce(
                     topic,
-                    value=value.encode(),
-                    key=value.encode(),
+                    value=None if value is None else value.encode(),
+                    key=None if key is None else key.encode(),
                     partition=partition,
                     on_delivery=delivery(self.history, send),
                 )

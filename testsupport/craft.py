@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.checkpoints import read_offset_checkpoint
 from checkers.codec import compact_int32s, compact_uuids, tagged, uuid_bytes, uuid_text, uvarint
 from checkers.encode import BASE_TIMESTAMP, CODECS, compress, encode_v2_batch
 from runrecord.run import RunInfo
@@ -497,3 +498,49 @@ class MetadataLogBuilder:
         path = pdir / segment_name(base_offset)
         path.write_bytes(bytes(self.data))
         return path
+
+
+# --------------------------------------------------------------------------------------
+# Compacted partitions
+
+
+def write_cleaned_replica(
+    log_dir: Path | str,
+    broker_id: int,
+    tp: tuple[str, int],
+    segments: Sequence[Sequence[bytes]],
+    *,
+    cleaned_to: int | None = None,
+    high_watermark: int | None = None,
+    aborted: Sequence[tuple[int, int, int]] = (),
+    kraft: bool = False,
+) -> Path:
+    """One replica of a compacted partition as encoded batches, segment by segment (each
+    segment a list of batches, named by its first batch's base offset); its log dir's
+    cleaner-offset-checkpoint entry (`cleaned_to`) and the aborted transactions
+    (producer id, first offset, ABORT marker offset) of its .txnindex."""
+    root = Path(log_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / "meta.properties").exists():
+        write_meta_properties(root, broker_id, kraft=kraft)
+    pdir = root / f"{tp[0]}-{tp[1]}"
+    pdir.mkdir(parents=True, exist_ok=True)
+    first = None
+    for batches in segments:
+        data = b"".join(batches)
+        base = struct.unpack_from(">q", data)[0] if data else 0
+        first = base if first is None else first
+        (pdir / segment_name(base)).write_bytes(data)
+    if aborted:
+        entries = b"".join(struct.pack(">hqqqq", 0, pid, lo, hi, lo) for pid, lo, hi in aborted)
+        (pdir / segment_name(first or 0, ".txnindex")).write_bytes(entries)
+    for name, value in (
+        ("cleaner-offset-checkpoint", cleaned_to),
+        ("replication-offset-checkpoint", high_watermark),
+    ):
+        path = root / name
+        known = read_offset_checkpoint(path) if path.exists() else {}
+        if value is not None:
+            known[tp] = value
+        write_offset_checkpoint(path, known)
+    return root

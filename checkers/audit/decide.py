@@ -1,10 +1,12 @@
-"""The audit's third stage: who leads each partition, each partition's judgement, and the
-result put together from whatever the executor read.
+"""The audit's third stage: what is known of each partition before it is judged, each
+partition's judgement, and the result put together from whatever the executor read.
 
 Leaders come from the longest copy of the KRaft metadata log (it has seen the most
 elections) and, for the metadata log's own partition, from the quorum-state files
 (`checkers.checkpoints.quorum_leader`). A ZooKeeper-mode audit has neither, and the
-verdict picks the replica with the highest tail epoch.
+verdict picks the replica with the highest tail epoch. Compacted topics are known by name
+(the internal ones, and those named with --compacted) or by their cleanup.policy in the
+metadata log; the replicas' own cleaner-offset-checkpoints say so too, at judging time.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from checkers.audit.plan import AuditPlan, LineageSlot, MetadataSlot, TopicPartition
 from checkers.audit.result import AuditError, AuditResult, ReplicaSummary
 from checkers.checkpoints import quorum_leader
+from checkers.compaction import compaction_reason
 from checkers.lineage import Lineage
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog
 from checkers.protocol import Protocol
@@ -23,10 +26,11 @@ from checkers.verdict import PartitionVerdict, judge_partition
 
 
 @dataclass
-class Leaders:
+class Known:
     metadata: MetadataLog | None = None  # the copy of the metadata log that decided
-    by_partition: dict[TopicPartition, int] = field(default_factory=dict)
+    leaders: dict[TopicPartition, int] = field(default_factory=dict)
     kraft_state: dict[TopicPartition, dict[str, Any]] = field(default_factory=dict)
+    compacted: dict[str, str] = field(default_factory=dict)  # topic -> why
 
 
 def choose_metadata(logs: Mapping[int, MetadataLog]) -> MetadataLog | None:
@@ -38,9 +42,14 @@ def choose_metadata(logs: Mapping[int, MetadataLog]) -> MetadataLog | None:
     return best
 
 
-def leaders(plan: AuditPlan, metadata_logs: Mapping[int, MetadataLog]) -> Leaders:
-    out = Leaders(choose_metadata(metadata_logs))
+def know(plan: AuditPlan, metadata_logs: Mapping[int, MetadataLog]) -> Known:
+    out = Known(choose_metadata(metadata_logs))
     quorum = quorum_leader(plan.quorum_states.values())
+    configs = out.metadata.topic_configs if out.metadata is not None else {}
+    for topic in sorted({tp[0] for tp in plan.judged_partitions()}):
+        why = compaction_reason(topic, configs.get(topic), plan.compacted)
+        if why is not None:
+            out.compacted[topic] = why
     for tp in plan.judged_partitions():
         leader = None
         if out.metadata is not None:
@@ -51,14 +60,20 @@ def leaders(plan: AuditPlan, metadata_logs: Mapping[int, MetadataLog]) -> Leader
         if tp[0] in METADATA_TOPICS:
             leader = quorum
         if leader is not None:
-            out.by_partition[tp] = leader
+            out.leaders[tp] = leader
     return out
 
 
-def judge(lineages: Sequence[Lineage], leader: int | None, protocol: Protocol) -> PartitionVerdict:
+def judge(
+    lineages: Sequence[Lineage],
+    leader: int | None,
+    protocol: Protocol,
+    compacted: str | None = None,
+) -> PartitionVerdict:
     """One partition's verdict, compact enough to keep for every partition of a fleet;
-    `leader` is the current leader when known (`Leaders.by_partition`)."""
-    return judge_partition(lineages, leader=leader, protocol=protocol).compact()
+    `leader` and `compacted` as `Known` has them for the partition."""
+    verdict = judge_partition(lineages, leader=leader, protocol=protocol, compacted=compacted)
+    return verdict.compact()
 
 
 def assemble(
@@ -66,7 +81,7 @@ def assemble(
     replicas: Iterable[ReplicaSummary],
     verdicts: Iterable[PartitionVerdict],
     metadata_logs: Mapping[int, MetadataLog],
-    known: Leaders,
+    known: Known,
 ) -> AuditResult:
     """The result, from the plan and what the executor read and judged (in any order)."""
     result = AuditResult(

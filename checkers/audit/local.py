@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.audit.decide import assemble, judge, leaders
+from checkers.audit.decide import assemble, judge, know
 from checkers.audit.plan import AuditPlan, TopicPartition, plan_audit
 from checkers.audit.read import read_metadata, read_task
 from checkers.audit.result import AuditResult, ReplicaSummary
@@ -34,7 +34,7 @@ def execute(
     plan: AuditPlan, protocol: Protocol, on_partition: OnPartition | None = None
 ) -> LocalRun:
     metadata_logs = {t.log_dir: read_metadata(t) for t in plan.metadata_tasks()}
-    known = leaders(plan, metadata_logs)
+    known = know(plan, metadata_logs)
     replicas: list[ReplicaSummary] = []
     verdicts: list[PartitionVerdict] = []
     extras: dict[TopicPartition, Any] = {}
@@ -55,7 +55,11 @@ def execute(
             if task.judged:
                 judged.append(lineage)
         replicas.extend(summaries)
-        verdict = judge(judged, known.by_partition.get(tp), protocol) if judged else None
+        verdict = (
+            judge(judged, known.leaders.get(tp), protocol, known.compacted.get(tp[0]))
+            if judged
+            else None
+        )
         if verdict is not None:
             verdicts.append(verdict)
         if on_partition is not None:
@@ -65,8 +69,12 @@ def execute(
 
 
 def audit(
-    dirs: Sequence[Path | str], topic: str | None = None, protocol: Protocol = Protocol.KIP_279
+    dirs: Sequence[Path | str],
+    topic: str | None = None,
+    protocol: Protocol = Protocol.KIP_279,
+    compacted: Sequence[str] = (),
 ) -> AuditResult:
-    """Read every log dir and judge every partition (or those of `topic`). Never raises on
-    bad input: what cannot be read is in `errors` and `unreadable`."""
-    return execute(plan_audit(dirs, topic), protocol).result
+    """Read every log dir and judge every partition (or those of `topic`; `compacted` names
+    topics to judge as compacted besides those the inputs say are). Never raises on bad
+    input: what cannot be read is in `errors` and `unreadable`."""
+    return execute(plan_audit(dirs, topic, compacted), protocol).result

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from checkers.audit.result import AuditError
 from checkers.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -44,6 +45,8 @@ class ReadTask:
     high_watermark: int | None
     log_start_checkpoint: int | None
     recovery_point: int | None
+    cleaned_to: int | None  # the log dir's cleaner-offset-checkpoint for the partition
+    cleaner_unknown: bool  # that checkpoint file did not parse
     metadata: bool  # a KRaft metadata log: also decoded
     judged: bool  # False: an unreadable log dir or a second copy; read but not judged
     size: int = 0  # bytes of its .log segments: how the work is spread
@@ -76,6 +79,7 @@ ErrorSlot = AuditError | LineageSlot | MetadataSlot
 class AuditPlan:
     inputs: list[str]
     topic: str | None = None
+    compacted: tuple[str, ...] = ()  # topics named as compacted (--compacted)
     log_dirs: list[LogDir] = field(default_factory=list)
     tasks: list[ReadTask] = field(default_factory=list)
     slots: list[ErrorSlot] = field(default_factory=list)
@@ -134,7 +138,7 @@ def run_log_dirs(run: RunDir) -> tuple[list[Path], list[AuditError]]:
     if not found:
         reason = "run directory has no nodes/<node>/data folders"
         errors.append(AuditError(UnreadableFile(str(nodes), None, reason), None))
-    return [run.node_data(name) for name in found], errors
+    return [d for name in found for d in run.node_log_dirs(name)], errors
 
 
 def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path], list[AuditError]]:
@@ -159,9 +163,11 @@ def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path], list[AuditErr
     return unique, errors
 
 
-def plan_audit(dirs: Sequence[Path | str], topic: str | None = None) -> AuditPlan:
+def plan_audit(
+    dirs: Sequence[Path | str], topic: str | None = None, compacted: Sequence[str] = ()
+) -> AuditPlan:
     """List every input down to its partition dirs. Never raises on bad input."""
-    plan = AuditPlan([str(d) for d in dirs], topic)
+    plan = AuditPlan([str(d) for d in dirs], topic, tuple(compacted))
     paths, errors = expand_inputs(dirs)
     plan.slots.extend(errors)
     plan.unreadable.extend(e.error.path for e in errors)
@@ -190,6 +196,8 @@ def plan_audit(dirs: Sequence[Path | str], topic: str | None = None) -> AuditPla
                 high_watermark=offsets.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp),
                 log_start_checkpoint=offsets.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp),
                 recovery_point=offsets.get(RECOVERY_POINT_CHECKPOINT, {}).get(tp),
+                cleaned_to=offsets.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp),
+                cleaner_unknown=CLEANER_OFFSET_CHECKPOINT in log_dir.bad_checkpoints,
                 metadata=tp[0] in METADATA_TOPICS,
                 judged=judged,
                 size=segment_bytes(child),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from checkers.audit.plan import ReadTask
 from checkers.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -22,12 +23,14 @@ def read_task(task: ReadTask) -> Lineage:
         REPLICATION_OFFSET_CHECKPOINT: task.high_watermark,
         RECOVERY_POINT_CHECKPOINT: task.recovery_point,
         LOG_START_OFFSET_CHECKPOINT: task.log_start_checkpoint,
+        CLEANER_OFFSET_CHECKPOINT: task.cleaned_to,
     }
     return read_partition(
         Path(task.path),
         task.broker,
         tp,
         {name: {} if value is None else {tp: value} for name, value in offsets.items()},
+        cleaner_unknown=task.cleaner_unknown,
     )
 
 

@@ -25,6 +25,23 @@ def wrap(text: str, indent: str = "  ") -> str:
     )
 
 
+def leniency(v: PartitionVerdict) -> list[str]:
+    """Where the partition was not compared byte for byte, and why: one line per range."""
+    lines = []
+    if v.lenient:
+        start = min(r["start"] for r in v.lenient)
+        end = max(r["end"] for r in v.lenient)
+        lines.append(
+            f"compacted ({v.lenient[0]['why']}): offsets {start} to {end - 1} compared record "
+            "by record, as the log cleaner leaves them"
+        )
+    lines += [
+        f"not checked: offsets {r['start']} to {r['end'] - 1} of broker {r['broker']}, {r['why']}"
+        for r in v.unchecked
+    ]
+    return lines
+
+
 def render(result: AuditResult) -> str:
     """The audit as a Kafka engineer reads it first: one line per partition, the versions
     at a divergence and what the protocol does next, then the bad input."""
@@ -54,6 +71,7 @@ def render(result: AuditResult) -> str:
                         "      ",
                     )
                 )
+        lines.extend(wrap(line, "      ") for line in leniency(v))
         lines.extend(wrap(note, "      note: ") for note in v.notes)
     if result.errors:
         lines.append(f"bad input ({len(result.errors)}):")

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from checkers.audit import audit
 from checkers.audit.render import render
 from checkers.protocol import Protocol
+from checkers.tests import test_compaction as compacted
 from reports.pipeline import run_pipeline
 from reports.results import PipelineResult
 from reports.sources import audit_source, release_protocol, run_source
@@ -20,6 +21,7 @@ from testsupport import craft, damage
 from testsupport.craft import PartitionSpec
 
 LOG = [(0, 9, 1), (10, 19, 1), (20, 29, 2), (30, 39, 2), (40, 49, 3)]
+compacted_logs = (compacted.cleaned(), compacted.raw())
 TABLES = {
     "batches",
     "epochs",
@@ -197,6 +199,7 @@ def test_both_engines_answer_as_checkers_audit(tmp_path: Path) -> None:
     no_meta = craft.write_log_dir(tmp_path / "no-meta", 4, {("t", 0): LOG})
     (no_meta / "meta.properties").unlink()
     cases["no-meta"] = ([*bad[:1], no_meta], {})
+    cases["compacted"] = (compacted.brokers(tmp_path / "compacted", *compacted_logs), {})
 
     sources = [audit_source(dirs, key=key, **kw) for key, (dirs, kw) in cases.items()]
     spark = run_pipeline(sources, master=MASTER, write_tables=False)

@@ -11,6 +11,7 @@ from checkers.errors import CrcMismatch
 from checkers.lineage import read_log_dir
 from checkers.metadata_log import decode_metadata_log
 from checkers.verdict import judge_partition
+from reports import rows as R
 from reports import tables as T
 from testsupport import craft, damage
 from testsupport.craft import PartitionSpec
@@ -56,17 +57,17 @@ def test_lineages_survive_arrow_and_pandas(tmp_path: Path) -> None:
         }
         for i, lin in enumerate(originals)
     ]
-    batch = T.replica_batch(rows, originals, [T.pack_batches(x.batches) for x in originals])
+    batch = R.replica_batch(rows, originals, [R.pack_batches(x.batches) for x in originals])
     assert batch.schema == T.REPLICA_SCHEMA
     frame = pa.Table.from_batches([batch]).to_pandas()
     for (_, row), original in zip(frame.iterrows(), originals, strict=True):
-        rebuilt = T.lineage_from_row(
+        rebuilt = R.lineage_from_row(
             row["topic"], row["partition"], row["broker"], row["replica"], row["batches"]
         )
         assert rebuilt == original
         assert [type(e) for e in rebuilt.errors] == [type(e) for e in original.errors]
         assert judge_partition([rebuilt]).to_dict() == judge_partition([original]).to_dict()
-    flat = T.batch_table(
+    flat = R.batch_table(
         [("r", 1, lin.topic, lin.partition, True) for lin in originals],
         list(frame["batches"]),
     )
@@ -79,9 +80,9 @@ def test_lineages_survive_arrow_and_pandas(tmp_path: Path) -> None:
 
 def test_read_errors_keep_their_class_and_text() -> None:
     error = CrcMismatch("/x/0.log", 61, "CRC-32C", 1, 2)
-    rebuilt = T.error_from_value(T.error_value(error))
+    rebuilt = R.error_from_value(R.error_value(error))
     assert isinstance(rebuilt, CrcMismatch) and rebuilt == error and str(rebuilt) == str(error)
-    unknown = T.error_from_value(
+    unknown = R.error_from_value(
         {"kind": "from-the-future", "path": "p", "offset": None, "reason": "r"}
     )
     assert unknown.to_dict() == {
@@ -109,4 +110,4 @@ def test_metadata_log_survives_json(tmp_path: Path) -> None:
     damage.cut_file(pdir / craft.segment_name(0), 3)
     log = decode_metadata_log(pdir)
     assert log.events and log.torn_tail is not None
-    assert T.metadata_log_from_json(T.metadata_log_json(log)) == log
+    assert R.metadata_log_from_json(R.metadata_log_json(log)) == log

@@ -1,0 +1,277 @@
+"""The audit on compacted partitions, from crafted bytes: everything the log cleaner does on
+purpose is consistent, every real divergence is caught at its exact offset."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from checkers.audit import audit
+from checkers.audit.render import render
+from checkers.encode import BASE_TIMESTAMP, encode_records_batch
+from checkers.records import Record
+from testsupport import craft, damage
+
+T = ("c", 0)
+PID = 7  # the transactional producer
+
+
+def rec(offset: int, key: str | None, value: str | None) -> Record:
+    return Record(
+        offset,
+        BASE_TIMESTAMP + offset,
+        None if key is None else key.encode(),
+        None if value is None else value.encode(),
+    )
+
+
+def batch(base: int, last: int, records: list[Record], epoch: int = 1, **kw: object) -> bytes:
+    return encode_records_batch(base, records, last_offset=last, leader_epoch=epoch, **kw)
+
+
+def marker(offset: int, kind: int, epoch: int = 1) -> bytes:
+    """A transaction marker: key version 0 + type (ABORT 0, COMMIT 1), value version 0 +
+    coordinator epoch (EndTransactionMarker)."""
+    key = struct.pack(">hh", 0, kind)
+    record = Record(offset, BASE_TIMESTAMP + offset, key, struct.pack(">hi", 0, 3))
+    return batch(
+        offset, offset, [record], epoch, producer_id=PID, is_transactional=True, is_control=True
+    )
+
+
+# What the leader appended, in two segments: [0, 4] keys k0..k4; [5, 9] k0..k2 again,
+# a tombstone of k4 at 8 and a keyless record at 9; [10, 14] k5..k9; then a transaction
+# of producer 7 at [15, 16] and its marker at 17.
+B0 = [rec(o, f"k{o}", f"a{o}") for o in range(5)]
+B1 = [rec(5, "k0", "b0"), rec(6, "k1", "b1"), rec(7, "k2", "b2"), rec(8, "k4", None)]
+B1 += [rec(9, None, "nokey")]
+B2 = [rec(o, f"k{o - 5}", f"c{o}") for o in range(10, 15)]
+TXN = [rec(15, "t0", "x"), rec(16, "t1", "y")]
+
+
+def raw(commit: bool = True) -> list[list[bytes]]:
+    return [
+        [batch(0, 4, B0), batch(5, 9, B1)],
+        [
+            batch(10, 14, B2),
+            batch(15, 16, TXN, producer_id=PID, is_transactional=True),
+            marker(17, 1 if commit else 0),
+        ],
+    ]
+
+
+def cleaned() -> list[list[bytes]]:
+    """Broker 1's replica once its cleaner ran up to 10: of [0, 4], k0..k2 are superseded
+    by [5, 9] and k4 by its tombstone at 8, so k3 stays; the tombstone (past its horizon)
+    and the keyless record go from [5, 9], which is stamped with a delete horizon."""
+    return [
+        [
+            batch(0, 4, [B0[3]]),
+            batch(5, 9, B1[:3], delete_horizon=BASE_TIMESTAMP + 999_000),
+        ],
+        raw()[1],
+    ]
+
+
+def brokers(tmp_path: Path, one: list[list[bytes]], two: list[list[bytes]], **kw) -> list[Path]:
+    return [
+        craft.write_cleaned_replica(
+            tmp_path / "b1", 1, T, one, cleaned_to=10, high_watermark=18, **kw
+        ),
+        craft.write_cleaned_replica(tmp_path / "b2", 2, T, two, high_watermark=18),
+    ]
+
+
+def test_what_the_cleaner_does_is_consistent(tmp_path: Path) -> None:
+    result = audit(brokers(tmp_path, cleaned(), raw()))
+    (verdict,) = result.partitions
+    assert verdict.status == "consistent", render(result)
+    (lenient,) = verdict.lenient
+    assert (lenient["start"], lenient["end"], lenient["rule"]) == (0, 10, "compaction")
+    assert "cleaner-offset-checkpoint" in lenient["why"]
+    assert "compared" in render(result) or result.exit_code == 0
+
+
+def test_without_compaction_the_same_logs_diverge(tmp_path: Path) -> None:
+    dirs = brokers(tmp_path, cleaned(), raw())
+    (dirs[0] / "cleaner-offset-checkpoint").write_text("0\n0\n")
+    verdict = audit(dirs).partitions[0]
+    assert verdict.status == "diverged" and verdict.diverged_at == 0
+
+
+def test_aborted_data_and_markers_removed_by_the_cleaner(tmp_path: Path) -> None:
+    # Broker 1 cleaned past the aborted transaction: its data goes, the marker stays with
+    # its .txnindex entry; then broker 1 removes the marker too (past its horizon).
+    one = [[batch(0, 4, [B0[3]]), batch(5, 9, B1[:3])], [batch(10, 14, B2), marker(17, 0)]]
+    dirs = [
+        craft.write_cleaned_replica(
+            tmp_path / "b1", 1, T, one, cleaned_to=18, aborted=[(PID, 15, 17)]
+        ),
+        craft.write_cleaned_replica(tmp_path / "b2", 2, T, raw(commit=False)),
+    ]
+    assert audit(dirs).partitions[0].status == "consistent"
+    gone = [[batch(0, 4, [B0[3]]), batch(5, 9, B1[:3])], [batch(10, 14, B2)]]
+    (dirs[0] / "c-0" / craft.segment_name(10)).write_bytes(b"".join(gone[1]))
+    (dirs[0] / "c-0" / craft.segment_name(10, ".txnindex")).unlink(missing_ok=True)
+    (dirs[0] / "c-0" / craft.segment_name(0, ".txnindex")).unlink()
+    # Broker 2 still holds the ABORT marker: it says the data broker 1 lacks was aborted.
+    assert audit(dirs).partitions[0].status == "consistent"
+
+
+@pytest.mark.parametrize(
+    ("case", "one", "at"),
+    [
+        # The same batch, another leader epoch.
+        ("epoch", [[batch(0, 4, [B0[3]]), batch(5, 9, B1[:3], epoch=2)], raw()[1]], 5),
+        # A record's value changed (its CRC recomputed): only the comparison sees it.
+        (
+            "value",
+            [[batch(0, 4, [B0[3]]), batch(5, 9, [B1[0], rec(6, "k1", "zz"), B1[2]])], raw()[1]],
+            6,
+        ),
+        # k3 removed from [0, 4] although no later record has its key.
+        ("unexplained", [[batch(0, 4, []), batch(5, 9, B1[:3])], raw()[1]], 3),
+        # A record removed above the cleaned range, where nothing may differ.
+        (
+            "uncleaned",
+            [
+                cleaned()[0],
+                [batch(10, 14, [*B2[:2], *B2[3:]]), *raw()[1][1:]],
+            ],
+            12,
+        ),
+        # A record's timestamp changed.
+        (
+            "timestamp",
+            [
+                [batch(0, 4, [Record(3, 1, b"k3", b"a3")]), batch(5, 9, B1[:3])],
+                raw()[1],
+            ],
+            3,
+        ),
+    ],
+)
+def test_real_divergences_are_caught_at_their_offset(
+    tmp_path: Path, case: str, one: list[list[bytes]], at: int
+) -> None:
+    result = audit(brokers(tmp_path, one, raw()))
+    verdict = result.partitions[0]
+    assert (verdict.status, verdict.diverged_at) == ("diverged", at), (case, render(result))
+    assert result.exit_code == 1
+
+
+def test_committed_on_one_replica_aborted_on_the_other(tmp_path: Path) -> None:
+    one = [cleaned()[0], [batch(10, 14, B2), marker(17, 0)]]
+    dirs = [
+        craft.write_cleaned_replica(
+            tmp_path / "b1", 1, T, one, cleaned_to=18, aborted=[(PID, 15, 17)]
+        ),
+        craft.write_cleaned_replica(tmp_path / "b2", 2, T, raw(commit=True)),
+    ]
+    verdict = audit(dirs).partitions[0]
+    assert (verdict.status, verdict.diverged_at) == ("diverged", 17)
+    # The marker gone too: the data broker 2 committed lacks any explanation on broker 1.
+    (dirs[0] / "c-0" / craft.segment_name(10)).write_bytes(batch(10, 14, B2))
+    for index in (dirs[0] / "c-0").glob("*.txnindex"):
+        index.unlink()
+    verdict = audit(dirs).partitions[0]
+    assert (verdict.status, verdict.diverged_at) == ("diverged", 15)
+
+
+def test_internal_topics_are_compacted_by_name(tmp_path: Path) -> None:
+    tp = ("__consumer_offsets", 0)
+    one = [cleaned()[0], raw()[1]]
+    dirs = [
+        craft.write_cleaned_replica(tmp_path / "b1", 1, tp, one, cleaned_to=10),
+        craft.write_cleaned_replica(tmp_path / "b2", 2, tp, raw()),
+    ]
+    assert audit(dirs).partitions[0].status == "consistent"
+
+
+def test_named_compacted_topic(tmp_path: Path) -> None:
+    # No replica's checkpoint names it, so nothing counts as cleaned: --compacted changes
+    # nothing there. The name is what makes a partition compacted, not what is cleaned.
+    dirs = [
+        craft.write_cleaned_replica(tmp_path / "b1", 1, T, raw()),
+        craft.write_cleaned_replica(tmp_path / "b2", 2, T, raw()),
+    ]
+    assert audit(dirs, compacted=["c"]).partitions[0].status == "consistent"
+
+
+def test_a_corrupt_cleaner_checkpoint_means_strict_and_says_so(tmp_path: Path) -> None:
+    dirs = brokers(tmp_path, cleaned(), raw())
+    (dirs[0] / "cleaner-offset-checkpoint").write_text("0\n1\nc 0 ten\n")
+    result = audit(dirs)
+    (error,) = [e.error for e in result.errors]
+    assert error.kind == "bad-checkpoint" and error.path.endswith("cleaner-offset-checkpoint")
+    assert error.offset == 4  # the byte where the bad line starts
+    verdict = result.partitions[0]
+    assert verdict.status == "diverged" and not verdict.lenient
+    assert any("could not be read: judged byte for byte" in n for n in verdict.notes)
+    assert "judged byte for byte" in render(result)
+
+
+def test_a_corrupt_txn_index_is_a_typed_error(tmp_path: Path) -> None:
+    dirs = brokers(tmp_path, cleaned(), raw(), aborted=[(PID, 15, 17)])
+    index = dirs[0] / "c-0" / craft.segment_name(0, ".txnindex")
+    index.write_bytes(index.read_bytes()[:-3])
+    result = audit(dirs)
+    (error,) = [e.error for e in result.errors]
+    assert (error.kind, error.path, error.offset) == ("bad-txn-index", str(index), 0)
+
+
+def test_jbod_log_dirs_and_a_partition_moving_between_them(tmp_path: Path) -> None:
+    log = [(0, 9, 1), (10, 19, 2)]
+    spec = {("t", 0): craft.PartitionSpec(log), ("t", 1): craft.PartitionSpec(log)}
+    b1a = craft.write_log_dir(tmp_path / "b1-a", 1, {("t", 0): spec[("t", 0)]}, kraft=True)
+    b1b = craft.write_log_dir(tmp_path / "b1-b", 1, {("t", 1): spec[("t", 1)]}, kraft=True)
+    # t-0 is being moved from b1-a to b1-b: the future log is a sidelined copy.
+    future = b1b / "t-0.0123456789abcdef0123456789abcdef-future"
+    craft.write_segments(future, log[:1])
+    b2 = craft.write_log_dir(tmp_path / "b2", 2, spec, kraft=True)
+    result = audit([b1a, b1b, b2])
+    assert [(v.topic, v.partition, v.status, v.replicas) for v in result.partitions] == [
+        ("t", 0, "consistent", [1, 2]),
+        ("t", 1, "consistent", [1, 2]),
+    ]
+    assert result.errors == [] and result.exit_code == 0
+
+
+def test_preallocated_segments_and_a_tiered_log_start(tmp_path: Path) -> None:
+    log = [(0, 9, 1), (10, 19, 1), (20, 29, 2)]
+    b1 = craft.write_log_dir(
+        tmp_path / "b1", 1, {("t", 0): craft.PartitionSpec(log, preallocate=1 << 16)}
+    )
+    # Broker 2 keeps only [20, 29] locally; its partition starts at 0 in remote storage.
+    b2 = craft.write_log_dir(
+        tmp_path / "b2",
+        2,
+        {("t", 0): craft.PartitionSpec(log[2:], leader_epochs=[(1, 0), (2, 20)])},
+    )
+    craft.write_offset_checkpoint(b2 / "log-start-offset-checkpoint", {("t", 0): 0})
+    result = audit([b1, b2])
+    verdict = result.partitions[0]
+    assert verdict.status == "consistent" and result.exit_code == 0
+    assert verdict.unchecked == [
+        {
+            "start": 0,
+            "end": 20,
+            "broker": 2,
+            "why": "below the first local segment: held in remote storage only "
+            "(tiered storage, KIP-405), so not compared",
+        }
+    ]
+
+
+@pytest.mark.parametrize(("how", "offset"), [("value", 6), ("value", 11), ("drop", 12)])
+def test_damage_shows_at_its_offset(tmp_path: Path, how: str, offset: int) -> None:
+    dirs = brokers(tmp_path, cleaned(), raw())
+    segment = dirs[1] / "c-0" / craft.segment_name(0 if offset < 10 else 10)
+    if how == "value":
+        damage.change_record_value(segment, offset, b"changed")
+    else:
+        damage.drop_record(segment, offset)
+    assert audit(dirs).partitions[0].status == "diverged"
+    assert audit(dirs).partitions[0].diverged_at == offset

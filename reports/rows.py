@@ -1,0 +1,343 @@
+"""Codecs between the checkers' objects and the pipeline's rows: a replica (`Lineage`) to
+one `REPLICA_SCHEMA` row and back, field for field (a test holds it to that), its batches
+packed into one binary value, replica summaries and read errors as plain values, and the
+metadata log as JSON.
+
+A replica's batch rows (tuples in `checkers.records.BATCH_FIELDS` order) travel as one
+pickled binary value: Spark moves and caches a binary column far more cheaply than a list
+of 17-field structs, and only Python code reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import operator
+import pickle
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import PurePath
+from typing import Any
+
+import pyarrow as pa
+
+from checkers.audit.result import ReplicaSummary
+from checkers.errors import LogReadError, TornTail
+from checkers.lineage import Lineage
+from checkers.metadata_log import LeaderChange, MetadataLog, PartitionStateEvent
+from checkers.protocol import RecoveryState
+from checkers.records import BATCH_FIELDS, Batch, make_batch
+from checkers.txnindex import AbortedTxn
+from reports.tables import (
+    ABORTED_STRUCT,
+    BATCH_TYPES,
+    BATCHES_SCHEMA,
+    EPOCHS_SCHEMA,
+    KEY_FIELDS,
+    LINEAGE_STRUCT,
+    LINEAGE_TABLE_SCHEMA,
+    REPLICA_SCHEMA,
+)
+
+# --------------------------------------------------------------------------------------
+# Lineage <-> row
+
+
+def epochs_value(entries: Iterable[tuple[int, int]] | None) -> list[dict[str, int]] | None:
+    if entries is None:
+        return None
+    return [{"epoch": e, "start_offset": s} for e, s in entries]
+
+
+def error_value(error: LogReadError) -> dict[str, Any]:
+    return {"kind": error.kind, "path": error.path, "offset": error.offset, "reason": error.reason}
+
+
+_ERROR_CLASSES: dict[str, type[LogReadError]] = {}
+
+
+def _error_classes() -> dict[str, type[LogReadError]]:
+    if not _ERROR_CLASSES:
+        pending: list[type[LogReadError]] = [LogReadError]
+        while pending:
+            cls = pending.pop()
+            _ERROR_CLASSES.setdefault(cls.kind, cls)
+            pending.extend(cls.__subclasses__())
+    return _ERROR_CLASSES
+
+
+def error_from_value(value: Mapping[str, Any]) -> LogReadError:
+    """The error a row describes, as its own class (its kind, path, offset and reason)."""
+    cls = _error_classes().get(value["kind"], LogReadError)
+    error = cls.__new__(cls)
+    # The base initialiser: some subclasses take extra arguments that rows do not keep.
+    LogReadError.__init__(error, value["path"], _int_or_none(value["offset"]), value["reason"])
+    if cls.kind != value["kind"]:
+        error.kind = value["kind"]
+    return error
+
+
+_ROW = operator.attrgetter(*BATCH_FIELDS)
+
+
+def pack_batches(batches: Sequence[Batch]) -> bytes:
+    return pickle.dumps([_ROW(b) for b in batches], protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_batches(blob: bytes | None) -> list[tuple[Any, ...]]:
+    return [] if blob is None else pickle.loads(blob)
+
+
+def lineage_value(lineage: Lineage) -> dict[str, Any]:
+    """The `replica` struct of a lineage (its batches travel apart: `pack_batches`)."""
+    torn = lineage.torn_tail
+    return {
+        "path": lineage.path,
+        "topic_id": lineage.topic_id,
+        "log_start_offset": lineage.log_start_offset,
+        "high_watermark": lineage.high_watermark,
+        "log_end_offset": lineage.log_end_offset,
+        "recovery_point": lineage.recovery_point,
+        "checkpointed": epochs_value(lineage.checkpointed_epoch_starts),
+        "derived": epochs_value(lineage.derived_epoch_starts),
+        "torn_tail": None if torn is None else dataclasses.asdict(torn),
+        "transient_files": list(lineage.transient_files),
+        "errors": [error_value(e) for e in lineage.errors],
+        "batch_count": len(lineage.batches),
+        "cleaned_to": lineage.cleaned_to,
+        "cleaner_unknown": lineage.cleaner_unknown,
+        "aborted": [dataclasses.asdict(t) for t in lineage.aborted],
+        "remote_from": lineage.remote_from,
+    }
+
+
+def replica_batch(
+    rows: Sequence[dict[str, Any]], lineages: Sequence[Lineage], blobs: Sequence[bytes]
+) -> pa.RecordBatch:
+    """A `REPLICA_SCHEMA` record batch: `rows` hold the key fields and bucket, `lineages`
+    the replicas, `blobs` their packed batches."""
+    arrays = [pa.array([r[name] for r in rows], typ) for name, typ in KEY_FIELDS]
+    arrays.append(pa.array([r["bucket"] for r in rows], pa.int32()))
+    arrays.append(pa.array([lineage_value(lin) for lin in lineages], LINEAGE_STRUCT))
+    arrays.append(pa.array(blobs, pa.binary()))
+    return pa.RecordBatch.from_arrays(arrays, schema=REPLICA_SCHEMA)
+
+
+def batch_table(
+    keys: Sequence[tuple[str, int, str, int, bool]], blobs: Sequence[bytes | None]
+) -> pa.RecordBatch:
+    """Flat `BATCHES_SCHEMA` rows: one per batch of each (run, broker, topic, partition,
+    judged) replica, numbered in log order."""
+    key_columns: list[list[Any]] = [[] for _ in range(5)]
+    seq: list[int] = []
+    rows: list[tuple[Any, ...]] = []
+    for key, blob in zip(keys, blobs, strict=True):
+        batch_rows = unpack_batches(blob)
+        rows.extend(batch_rows)
+        seq.extend(range(len(batch_rows)))
+        for column, value in zip(key_columns, key, strict=True):
+            column.extend([value] * len(batch_rows))
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in BATCH_FIELDS]
+    arrays = [pa.array(c, f.type) for c, f in zip(key_columns, BATCHES_SCHEMA, strict=False)]
+    arrays.append(pa.array(seq, pa.int32()))
+    arrays.extend(
+        pa.array(list(c), BATCH_TYPES[n]) for c, n in zip(columns, BATCH_FIELDS, strict=True)
+    )
+    return pa.RecordBatch.from_arrays(arrays, schema=BATCHES_SCHEMA)
+
+
+def lineage_table(
+    tasks: Sequence[Mapping[str, Any]], lineages: Sequence[Lineage]
+) -> pa.RecordBatch:
+    """`LINEAGE_TABLE_SCHEMA` rows: one per replica."""
+    columns: dict[str, list[Any]] = {
+        "run": [t["run"] for t in tasks],
+        "log_dir": [str(PurePath(t["path"]).parent) for t in tasks],
+        "broker": [t["broker"] for t in tasks],
+        "topic": [t["topic"] for t in tasks],
+        "partition": [t["partition"] for t in tasks],
+        "judged": [t["judged"] for t in tasks],
+        "path": [t["path"] for t in tasks],
+        "topic_id": [lin.topic_id for lin in lineages],
+        "batches": [len(lin.batches) for lin in lineages],
+        "log_start_offset": [lin.log_start_offset for lin in lineages],
+        "high_watermark": [lin.high_watermark for lin in lineages],
+        "log_end_offset": [lin.log_end_offset for lin in lineages],
+        "recovery_point": [lin.recovery_point for lin in lineages],
+        "torn_tail": [
+            None if lin.torn_tail is None else json.dumps(dataclasses.asdict(lin.torn_tail))
+            for lin in lineages
+        ],
+        "errors": [len(lin.errors) for lin in lineages],
+    }
+    return pa.RecordBatch.from_pydict(columns, schema=LINEAGE_TABLE_SCHEMA)
+
+
+def epochs_table(tasks: Sequence[Mapping[str, Any]], lineages: Sequence[Lineage]) -> pa.RecordBatch:
+    """`EPOCHS_SCHEMA` rows: each replica's leader epoch starts, from its checkpoint file and
+    as its batches imply them."""
+    rows = [
+        (t["run"], t["broker"], t["topic"], t["partition"], origin, epoch, start)
+        for t, lin in zip(tasks, lineages, strict=True)
+        for origin, entries in (
+            ("checkpoint", lin.checkpointed_epoch_starts or []),
+            ("batches", lin.derived_epoch_starts or []),
+        )
+        for epoch, start in entries
+    ]
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(EPOCHS_SCHEMA)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(c), f.type) for c, f in zip(columns, EPOCHS_SCHEMA, strict=True)],
+        schema=EPOCHS_SCHEMA,
+    )
+
+
+def summary_value(r: ReplicaSummary) -> dict[str, Any]:
+    """A replica summary as plain JSON values."""
+    return {
+        **{f.name: getattr(r, f.name) for f in dataclasses.fields(r)},
+        "torn_tail": None if r.torn_tail is None else dataclasses.asdict(r.torn_tail),
+        "errors": [error_value(e) for e in r.errors],
+    }
+
+
+def summary_from_value(value: Mapping[str, Any]) -> ReplicaSummary:
+    torn = value["torn_tail"]
+    return ReplicaSummary(
+        **{
+            **value,
+            "torn_tail": None if torn is None else TornTail(**torn),
+            "errors": [error_from_value(e) for e in value["errors"]],
+        }
+    )
+
+
+def summary_from_row(row: Mapping[str, Any]) -> ReplicaSummary:
+    """A replica row's summary (its `replica` struct as pandas hands it over)."""
+    replica = row["replica"]
+    torn = replica["torn_tail"]
+    return ReplicaSummary(
+        log_dir=int(row["log_dir"]),
+        child=int(row["child"]),
+        broker=int(row["broker"]),
+        topic=str(row["topic"]),
+        partition=int(row["partition"]),
+        judged=bool(row["judged"]),
+        metadata=bool(row["metadata"]),
+        path=replica["path"],
+        batches=int(replica["batch_count"]),
+        log_start_offset=_int_or_none(replica["log_start_offset"]),
+        high_watermark=_int_or_none(replica["high_watermark"]),
+        log_end_offset=_int_or_none(replica["log_end_offset"]),
+        recovery_point=_int_or_none(replica["recovery_point"]),
+        torn_tail=None
+        if torn is None
+        else TornTail(torn["path"], int(torn["position"]), int(torn["length"]), torn["reason"]),
+        errors=[error_from_value(e) for e in _seq(replica["errors"])],
+        topic_id=replica["topic_id"],
+    )
+
+
+def lineage_from_row(
+    topic: str, partition: int, broker: int, replica: Mapping[str, Any], batches: bytes | None
+) -> Lineage:
+    """The `Lineage` a `replica` struct and its packed batches describe (the struct as a dict
+    of Python values, the way pandas hands it to a grouped UDF; nested lists may be numpy
+    arrays)."""
+    make = make_batch
+    checkpointed = replica["checkpointed"]
+    torn = replica["torn_tail"]
+    return Lineage(
+        topic=topic,
+        partition=int(partition),
+        broker_id=int(broker),
+        batches=[make(*row) for row in unpack_batches(batches)],
+        checkpointed_epoch_starts=None
+        if checkpointed is None
+        else [(int(e["epoch"]), int(e["start_offset"])) for e in _seq(checkpointed)],
+        log_start_offset=_int_or_none(replica["log_start_offset"]),
+        high_watermark=_int_or_none(replica["high_watermark"]),
+        log_end_offset=_int_or_none(replica["log_end_offset"]),
+        recovery_point=_int_or_none(replica["recovery_point"]),
+        torn_tail=None
+        if torn is None
+        else TornTail(torn["path"], int(torn["position"]), int(torn["length"]), torn["reason"]),
+        errors=[error_from_value(e) for e in _seq(replica["errors"])],
+        path=replica["path"],
+        topic_id=replica["topic_id"],
+        transient_files=[str(x) for x in _seq(replica["transient_files"])],
+        cleaned_to=_int_or_none(replica["cleaned_to"]),
+        cleaner_unknown=bool(replica["cleaner_unknown"]),
+        aborted=[
+            AbortedTxn(*(int(t[k]) for k in ABORTED_STRUCT.names)) for t in _seq(replica["aborted"])
+        ],
+        remote_from=_int_or_none(replica["remote_from"]),
+    )
+
+
+def _seq(value: Any) -> Sequence[Any]:
+    return () if value is None else value
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+# --------------------------------------------------------------------------------------
+# MetadataLog <-> JSON (a scan task decodes it; the driver needs it whole)
+
+
+def metadata_log_json(log: MetadataLog) -> str:
+    return json.dumps(
+        {
+            "path": log.path,
+            "topics": log.topics,
+            "events": [dataclasses.asdict(e) for e in log.events],
+            "leader_changes": [dataclasses.asdict(c) for c in log.leader_changes],
+            "removed_topics": log.removed_topics,
+            "topic_configs": log.topic_configs,
+            "errors": [error_value(e) for e in log.errors],
+            "torn_tail": None if log.torn_tail is None else dataclasses.asdict(log.torn_tail),
+            "end_offset": log.end_offset,
+            "snapshot": log.snapshot,
+            "skipped_records": log.skipped_records,
+        }
+    )
+
+
+def metadata_log_from_json(text: str) -> MetadataLog:
+    data = json.loads(text)
+    events = [
+        PartitionStateEvent(
+            **{
+                **e,
+                "isr": tuple(e["isr"]),
+                "replicas": tuple(e["replicas"]),
+                "leader_recovery_state": RecoveryState(e["leader_recovery_state"]),
+            }
+        )
+        for e in data["events"]
+    ]
+    changes = [
+        LeaderChange(
+            **{
+                **c,
+                "voters": tuple(c["voters"]),
+                "granting_voters": tuple(c["granting_voters"]),
+            }
+        )
+        for c in data["leader_changes"]
+    ]
+    torn = data["torn_tail"]
+    return MetadataLog(
+        path=data["path"],
+        topics=dict(data["topics"]),
+        events=events,
+        leader_changes=changes,
+        removed_topics=dict(data["removed_topics"]),
+        topic_configs={t: dict(c) for t, c in data["topic_configs"].items()},
+        errors=[error_from_value(e) for e in data["errors"]],
+        torn_tail=None if torn is None else TornTail(**torn),
+        end_offset=data["end_offset"],
+        snapshot=data["snapshot"],
+        skipped_records=data["skipped_records"],
+    )
