@@ -254,6 +254,24 @@ def _unchecked(lineages: Sequence[Lineage], verdict: PartitionVerdict) -> None:
             )
 
 
+def transient_note(names: Sequence[str]) -> str:
+    """What the files of unfinished file operations are, counted by kind."""
+    deleted = [n for n in names if n.endswith(".deleted")]
+    others = [n for n in names if not n.endswith(".deleted")]
+    parts = []
+    if deleted:
+        segments = sum(n.endswith(".log.deleted") for n in deleted)
+        # Kafka renames a segment it drops (retention, cleaning, truncation) and deletes it
+        # file.delete.delay.ms later (LocalLog.asyncDeleteSegment): normal, not damage.
+        parts.append(
+            f"{len(deleted)} file(s) of {segments} dropped segment(s) await Kafka's "
+            "delayed deletion"
+        )
+    if others:
+        parts.append(f"an unfinished cleaning or swap left {', '.join(others)}")
+    return "; ".join(parts) + " (not read as live data)"
+
+
 def _notes(lineages: Sequence[Lineage], verdict: PartitionVerdict, compacted: bool) -> None:
     for lin in lineages:
         if lin.torn_tail is not None:
@@ -267,7 +285,4 @@ def _notes(lineages: Sequence[Lineage], verdict: PartitionVerdict, compacted: bo
         for finding in lin.epoch_findings(cleaned_end(lin) if compacted else 0):
             verdict.notes.append(f"replica {lin.broker_id}: leader-epoch-checkpoint: {finding}")
         if lin.transient_files:
-            verdict.notes.append(
-                f"replica {lin.broker_id}: unfinished file operations left "
-                f"{', '.join(lin.transient_files)} (not read as live data)"
-            )
+            verdict.notes.append(f"replica {lin.broker_id}: {transient_note(lin.transient_files)}")

@@ -52,6 +52,8 @@ def _admin_elect(
             error = exc
         if error is not None and any(code in str(error) for code in _RETRIABLE):
             timed_out = True
+            if "NOT_CONTROLLER" in str(error):
+                cluster.admin(fresh=True)  # learn who the controller is now
             raise RuntimeError(str(error))  # not yet: wait_until tries again
         if error is not None and timed_out and "ELECTION_NOT_NEEDED" in str(error):
             # A ZooKeeper-mode broker answers ElectLeaders (KIP-460) only once its metadata cache

@@ -12,6 +12,7 @@ Errors about the machine or the input print one paragraph and exit 2; no traceba
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -210,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("logfork: interrupted; the cluster was torn down", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of our output went away (`| head`): stop quietly, as cat does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Terminated:
         # What CI timeouts, `timeout` and orchestrators send: torn down as for Ctrl-C,
         # and the conventional 128 + 15.

@@ -164,18 +164,20 @@ def consume_committed(ctx: RunContext, at_least: int) -> int:
 
 
 def move_between_log_dirs(ctx: RunContext) -> str:
-    """Broker 1's replica of MOVED goes to its second log dir while writes go on; proven
-    by the partition dir leaving the first log dir for the second."""
+    """Broker 1's replica of MOVED goes to its other log dir while writes go on; proven by
+    the partition dir leaving the one log dir for the other."""
     node = ctx.broker(1)
-    first, second = node.log_dirs[:2]
     name = f"{MOVED[0]}-{MOVED[1]}"
-    ctx.expect((first / name).is_dir(), f"{name} in broker 1's first log dir", first)
-    target = f"{NODE_ROOT}/{log_dir_name(1)}"
+    holding = [i for i, d in enumerate(node.log_dirs) if (d / name).is_dir()]
+    ctx.expect(len(holding) == 1, f"{name} in one of broker 1's log dirs", holding)
+    source, target = holding[0], 1 - holding[0]  # the broker chose where it lives
+    first, second = node.log_dirs[source], node.log_dirs[target]
+    path = f"{NODE_ROOT}/{log_dir_name(target)}"
     with wire.Connection("127.0.0.1", node.published[EXTERNAL_PORT]) as conn:
-        answer = conn.alter_replica_log_dir(MOVED[0], MOVED[1], target)
+        answer = conn.alter_replica_log_dir(MOVED[0], MOVED[1], path)
     ctx.expect(answer.error == "NONE", f"AlterReplicaLogDirs of {name} accepted", answer)
     ctx.timeline.record("fault", "log-dir-move", node=node.name, partition=MOVED[1],
-                        topic=MOVED[0], target=target)  # fmt: skip
+                        topic=MOVED[0], target=path)  # fmt: skip
     try:
         wait_until(
             lambda: ((second / name).is_dir(), (first / name).is_dir()),
@@ -184,7 +186,7 @@ def move_between_log_dirs(ctx: RunContext) -> str:
             timeout=120,
         )
     except WaitTimeout as exc:
-        ctx.expect(False, f"{name} moved to broker 1's second log dir", exc.last)
+        ctx.expect(False, f"{name} moved to broker 1's other log dir", exc.last)
     ctx.timeline.record("heal", "log-dir-move", node=node.name, topic=MOVED[0])
     return f"{name}: {first.name} -> {second.name}"
 
