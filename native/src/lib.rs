@@ -12,7 +12,7 @@
 
 use std::ptr;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple, PyType};
@@ -153,6 +153,18 @@ fn walk_detached(
     Ok((headers, pos, last))
 }
 
+/// `last` as an i128: a Python int beyond it compares with every i64 base as the end of
+/// i128's range on its side does. Only a walk that took no batch returns it as it is, and
+/// the caller then keeps its own.
+fn last_offset(last: &Bound<'_, PyAny>) -> PyResult<i128> {
+    match last.extract::<i128>() {
+        Err(e) if e.is_instance_of::<PyOverflowError>(last.py()) => {
+            Ok(if last.lt(0)? { i128::MIN } else { i128::MAX })
+        }
+        other => other,
+    }
+}
+
 /// The eight compression names, borrowed from the caller's tuple (it outlives the call).
 fn compression_names(names: &Bound<'_, PyTuple>) -> PyResult<[*mut ffi::PyObject; 8]> {
     if names.len() != 8 {
@@ -216,7 +228,7 @@ unsafe fn row_values(
 ///
 /// Returns `(rows, position, last)`: `position` is where the walk stopped (`end`, the
 /// entry the fast path declines, or the entry after the `limit`-th batch) and `last` the
-/// last offset so far (the `last` given when no batch was taken).
+/// last offset of the last row (meaningless when there is no row).
 #[pyfunction]
 #[pyo3(signature = (buf, start, end, last, segment, names, limit))]
 #[allow(clippy::too_many_arguments)]
@@ -225,14 +237,15 @@ fn walk_rows<'py>(
     buf: &Bound<'py, PyAny>,
     start: usize,
     end: usize,
-    last: i128,
+    last: &Bound<'py, PyAny>,
     segment: &Bound<'py, PyString>,
     names: &Bound<'py, PyTuple>,
     limit: usize,
 ) -> PyResult<(Bound<'py, PyList>, usize, i128)> {
     let buffer = Buffer::get(buf)?;
     let names = compression_names(names)?;
-    let (headers, pos, last) = walk_detached(py, buffer.bytes(), start, end, last, limit)?;
+    let (headers, pos, last) =
+        walk_detached(py, buffer.bytes(), start, end, last_offset(last)?, limit)?;
     unsafe {
         let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(headers.len() as isize))?;
         for (i, h) in headers.iter().enumerate() {
@@ -297,7 +310,7 @@ fn walk_batches<'py>(
     buf: &Bound<'py, PyAny>,
     start: usize,
     end: usize,
-    last: i128,
+    last: &Bound<'py, PyAny>,
     segment: &Bound<'py, PyString>,
     names: &Bound<'py, PyTuple>,
     cls: &Bound<'py, PyType>,
@@ -307,10 +320,12 @@ fn walk_batches<'py>(
     let offsets = slot_offsets(cls, fields)?;
     let buffer = Buffer::get(buf)?;
     let names = compression_names(names)?;
-    let (headers, pos, last) = walk_detached(py, buffer.bytes(), start, end, last, limit)?;
+    let (headers, pos, last) =
+        walk_detached(py, buffer.bytes(), start, end, last_offset(last)?, limit)?;
     unsafe {
         let tp = cls.as_type_ptr();
         let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+        let gc = ffi::PyType_IS_GC(tp) != 0;
         let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(headers.len() as isize))?;
         for (i, h) in headers.iter().enumerate() {
             let values = row_values(py, h, segment.as_ptr(), &names)?;
@@ -323,6 +338,11 @@ fn walk_batches<'py>(
             }
             for (offset, v) in offsets.iter().zip(values) {
                 *((obj as *mut u8).offset(*offset) as *mut *mut ffi::PyObject) = v;
+            }
+            if gc {
+                // Ints, bools and strs cannot make a cycle: left tracked, millions of
+                // batches would make each later collection walk all of them.
+                ffi::PyObject_GC_UnTrack(obj as *mut std::os::raw::c_void);
             }
             ffi::PyList_SET_ITEM(list.as_ptr(), i as isize, obj);
         }
