@@ -197,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in SHAPES:
         ours = time_logfork(dirs[name])
         theirs = dump_log_segments(dirs[name], dist.libs)
-        best = ours.get("native batches", ours["python batches"])
+        # The figure that counts: the scan the audit runs, with the reader it would use.
+        way = "native batches" if "native batches" in ours else "python batches"
+        best = ours[way]
         ratio = best.mb_per_s / theirs.mb_per_s
         print(
             f"{name}: {best.size / 1e6:.0f} MB, {best.batches} batches "
@@ -211,13 +213,13 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{label} {f.mb_per_s / theirs.mb_per_s:.1f}" for label, f in ours.items())
         )
         if worst is None or ratio < worst[0]:
-            worst = (ratio, name, ours, theirs)
+            worst = (ratio, way, ours, theirs)
     assert worst is not None
-    ratio, _, ours, theirs = worst
+    ratio, way, ours, theirs = worst
     print(
         "scan: logfork "
         + ", ".join(f"{label} {f.mb_per_s:.1f} MB/s" for label, f in ours.items())
-        + f"; DumpLogSegments {theirs.mb_per_s:.1f} MB/s, ratio {ratio:.1f}"
+        + f"; DumpLogSegments {theirs.mb_per_s:.1f} MB/s, ratio {ratio:.1f} ({way})"
     )
     return 0
 
