@@ -17,6 +17,9 @@ AbstractLegacyRecordBatch):
 
 The segment scan (`iter_batch_rows`) is the hot path: one precompiled `struct` unpack and
 one C CRC call per v2 batch, plain tuples out, everything unusual handled off the fast path.
+That fast path also exists in Rust (native/, see "The native walk" below), which the scan
+uses when it is built; the Python loop stays the reference, and handles every entry the fast
+path declines in both cases.
 """
 
 from __future__ import annotations
