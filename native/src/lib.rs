@@ -118,7 +118,9 @@ impl Buffer {
         if self.view.len == 0 {
             return &[];
         }
-        // The exporter keeps the memory valid and unmoved until PyBuffer_Release.
+        // The exporter keeps the memory valid and unmoved until PyBuffer_Release. Like
+        // hashlib, the walk reads it without the GIL: a thread writing into the same
+        // bytearray meanwhile would race with it (segments are read-only maps or bytes).
         unsafe { std::slice::from_raw_parts(self.view.buf as *const u8, self.view.len as usize) }
     }
 }
