@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from checkers import records
 from checkers.errors import LogReadError, OffsetOrderError, TornTail, UnreadableFile
-from checkers.records import Batch, ScanState, iter_batch_rows, make_batch
+from checkers.records import Batch, ScanState, iter_batch_chunks, iter_batch_rows, make_batch
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 TXN_INDEX_RE = re.compile(r"^(\d{20})\.txnindex$")
@@ -96,34 +97,48 @@ def list_segments(partition_dir: Path | str) -> PartitionListing:
     return listing
 
 
+def _map_segment(segment: SegmentFile, state: ScanState) -> mmap.mmap | None:
+    """The segment mapped read-only, or None (empty, or unreadable: an error is noted)."""
+    if segment.size == 0:
+        return None
+    try:
+        with open(segment.path, "rb") as fh:
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        state.errors.append(UnreadableFile(str(segment.path), None, f"cannot open or map: {exc}"))
+        return None
+
+
+def _check_first(
+    segment: SegmentFile, base: int, last: int, position: int, state: ScanState
+) -> None:
+    if base < segment.base_offset:
+        state.errors.append(
+            OffsetOrderError(
+                str(segment.path),
+                position,
+                f"first batch [{base}, {last}] starts below the "
+                f"segment's base offset {segment.base_offset}",
+            )
+        )
+
+
 def iter_segment_rows(
     segment: SegmentFile, *, state: ScanState, final: bool = True
 ) -> Iterator[tuple]:
     """Yield the batch rows (see `records.BATCH_FIELDS`) of one segment file."""
-    path = str(segment.path)
-    if segment.size == 0:
+    mapped = _map_segment(segment, state)
+    if mapped is None:
         return
-    try:
-        with open(segment.path, "rb") as fh:
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError) as exc:
-        state.errors.append(UnreadableFile(path, None, f"cannot open or map: {exc}"))
-        return
-    rows = iter_batch_rows(mapped, path=path, segment=segment.name, state=state, final=final)
+    rows = iter_batch_rows(
+        mapped, path=str(segment.path), segment=segment.name, state=state, final=final
+    )
     first = True
     try:
         for row in rows:
             if first:
                 first = False
-                if row[0] < segment.base_offset:
-                    state.errors.append(
-                        OffsetOrderError(
-                            path,
-                            row[16],
-                            f"first batch [{row[0]}, {row[1]}] starts below the "
-                            f"segment's base offset {segment.base_offset}",
-                        )
-                    )
+                _check_first(segment, row[0], row[1], row[16], state)
             yield row
     finally:
         rows.close()
@@ -133,13 +148,49 @@ def iter_segment_rows(
             mapped.close()
 
 
+def iter_segment_batches(
+    segment: SegmentFile, *, state: ScanState, final: bool = True
+) -> Iterator[list[Batch]]:
+    """The batches of one segment file as `Batch` objects, in lists (see
+    `records.iter_batch_chunks`); the same batches and findings as `iter_segment_rows`."""
+    mapped = _map_segment(segment, state)
+    if mapped is None:
+        return
+    chunks = iter_batch_chunks(
+        mapped, path=str(segment.path), segment=segment.name, state=state, final=final
+    )
+    first = True
+    try:
+        for chunk in chunks:
+            if first:
+                first = False
+                b = chunk[0]
+                _check_first(segment, b.base_offset, b.last_offset, b.position, state)
+            yield chunk
+    finally:
+        chunks.close()
+        del chunks
+        with contextlib.suppress(BufferError):
+            mapped.close()
+
+
+def _tail_index(listing: PartitionListing) -> int:
+    """The tail of the log is the last non-empty segment (a freshly rolled one is empty)."""
+    return max((i for i, s in enumerate(listing.segments) if s.size), default=-1)
+
+
 def iter_partition_rows(listing: PartitionListing, state: ScanState) -> Iterator[tuple]:
     """Rows of every segment in offset order; offsets must keep rising across segments."""
-    # The tail of the log is the last non-empty segment (a freshly rolled one is empty).
-    sizes = [s.size for s in listing.segments]
-    last_index = max((i for i, size in enumerate(sizes) if size), default=-1)
+    last_index = _tail_index(listing)
     for i, segment in enumerate(listing.segments):
         yield from iter_segment_rows(segment, state=state, final=i == last_index)
+
+
+def iter_partition_batches(listing: PartitionListing, state: ScanState) -> Iterator[list[Batch]]:
+    """`iter_partition_rows` as lists of `Batch` objects (see `iter_segment_batches`)."""
+    last_index = _tail_index(listing)
+    for i, segment in enumerate(listing.segments):
+        yield from iter_segment_batches(segment, state=state, final=i == last_index)
 
 
 @contextlib.contextmanager
@@ -165,9 +216,17 @@ def scan_partition(partition_dir: Path | str) -> PartitionScan:
         errors=list(listing.errors),
     )
     state = ScanState()
-    make = make_batch
     with _gc_paused():
-        scan.batches = [make(*row) for row in iter_partition_rows(listing, state)]
+        if records.native is not None:
+            # The native walk makes the Batch objects itself: no row tuple, no Python call
+            # per batch (that costs more than the whole walk).
+            batches: list[Batch] = []
+            for chunk in iter_partition_batches(listing, state):
+                batches += chunk
+            scan.batches = batches
+        else:
+            make = make_batch
+            scan.batches = [make(*row) for row in iter_partition_rows(listing, state)]
     scan.errors.extend(state.errors)
     scan.torn_tail = state.torn_tail
     return scan
