@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.segments import SHAPES, ensure_segments
-from checkers import craft, records
+from checkers import walk
+from checkers.encode import encode_v2_batch
 from checkers.records import BATCH_FIELDS, ScanState
 from checkers.segments import iter_partition_rows, list_segments, scan_partition
 from fixtures.releases import NEWEST_3_9, resolve
@@ -82,12 +83,12 @@ def reader(name: str) -> Iterator[None]:
     if name == "native":
         yield
     else:
-        with records.pure_python():
+        with walk.pure_python():
             yield
 
 
 def readers() -> list[str]:
-    return ["python", "native"] if records.native is not None else ["python"]
+    return ["python", "native"] if walk.native is not None else ["python"]
 
 
 def time_logfork(partition_dir: Path, repeat: int = 1) -> dict[str, Figures]:
@@ -129,13 +130,13 @@ def dump_log_segments(partition_dir: Path, libs: Path) -> Figures:
 
 
 def crafted_segments(root: Path, target: int) -> dict[str, Path]:
-    """Partition directories of about `target` bytes per shape, written with checkers.craft:
+    """Partition directories of about `target` bytes per shape, written with checkers.encode:
     one-record batches of about 75 bytes, and 16 KB batches (16 records of 1000 bytes),
     in segments of at most 64 MB as a broker rolls them (log.segment.bytes)."""
     roll = 64 << 20
     shapes: dict[str, Callable[[int], bytes]] = {
-        "one-record": lambda off: craft.encode_v2_batch(off, [b"v%d" % off], leader_epoch=1),
-        "16k": lambda off: craft.encode_v2_batch(
+        "one-record": lambda off: encode_v2_batch(off, [b"v%d" % off], leader_epoch=1),
+        "16k": lambda off: encode_v2_batch(
             off, [b"%07d" % (off + i) + b"x" * 993 for i in range(16)], leader_epoch=1
         ),
     }
@@ -151,7 +152,7 @@ def crafted_segments(root: Path, target: int) -> dict[str, Path]:
                 parts.append(batch)
                 size += len(batch)
                 offset += 1 if name == "one-record" else 16
-            (pdir / craft.segment_name(base)).write_bytes(b"".join(parts))
+            (pdir / f"{base:020d}.log").write_bytes(b"".join(parts))
             written += size
         dirs[name] = pdir
     return dirs

@@ -18,7 +18,8 @@ import zstandard
 from crc32c import crc32c
 
 from checkers.codec import varint
-from checkers.records import Record, xxh32
+from checkers.compression import xxh32
+from checkers.records import Record
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 BASE_TIMESTAMP = 1_700_000_000_000

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.codec import DecodeError
+from checkers.contents import read_records
 from checkers.errors import BadMetadataRecord, LogReadError, TornTail, UnreadableFile
 from checkers.metadata_records import (
     BROKER_RECORDS,
@@ -64,8 +65,9 @@ from checkers.metadata_records import (
     decode_metadata_record,
 )
 from checkers.protocol import RecoveryState
-from checkers.records import Batch, ScanState, iter_batch_rows, make_batch, read_records
+from checkers.records import Batch, ScanState, make_batch
 from checkers.segments import list_segments
+from checkers.walk import iter_batch_rows
 
 METADATA_TOPICS = ("__cluster_metadata", "@metadata")
 SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")

@@ -8,9 +8,10 @@ import mmap
 from collections.abc import Iterator
 from pathlib import Path
 
+from checkers.contents import read_records
 from checkers.errors import LogReadError
 from checkers.lineage import Lineage
-from checkers.records import Batch, Record, read_records
+from checkers.records import Batch, Record
 
 
 class ReplicaLog:

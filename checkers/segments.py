@@ -22,9 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checkers import records
+from checkers import walk
 from checkers.errors import LogReadError, OffsetOrderError, TornTail, UnreadableFile
-from checkers.records import Batch, ScanState, iter_batch_chunks, iter_batch_rows, make_batch
+from checkers.records import Batch, ScanState, make_batch
+from checkers.walk import iter_batch_chunks, iter_batch_rows
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 TXN_INDEX_RE = re.compile(r"^(\d{20})\.txnindex$")
@@ -217,7 +218,7 @@ def scan_partition(partition_dir: Path | str) -> PartitionScan:
     )
     state = ScanState()
     with _gc_paused():
-        if records.native is not None:
+        if walk.native is not None:
             # The native walk makes the Batch objects itself: no row tuple, no Python call
             # per batch (that costs more than the whole walk).
             batches: list[Batch] = []

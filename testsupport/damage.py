@@ -10,8 +10,9 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from checkers.contents import read_records
 from checkers.encode import CODECS, encode_records_batch
-from checkers.records import LOG_OVERHEAD, Record, read_records
+from checkers.records import LOG_OVERHEAD, Record
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 

@@ -31,9 +31,11 @@ from checkers.checkpoints import (
     read_partition_metadata,
     read_quorum_state,
 )
+from checkers.contents import read_records
 from checkers.errors import LogReadError
 from checkers.metadata_log import decode_metadata_log
-from checkers.records import ScanState, iter_batch_rows, make_batch, read_records
+from checkers.records import ScanState, make_batch
+from checkers.walk import iter_batch_rows
 from testsupport import craft
 
 EXAMPLES = int(os.environ.get("LOGFORK_FUZZ_EXAMPLES", "300"))

@@ -4,7 +4,7 @@ Both readers scan the same bytes and must agree on everything: the rows (values 
 types), the errors (type, path, byte offset, reason), the torn tail and the rest of the
 ScanState, also when a consumer stops early. Inputs: the segments the other tests craft
 (test_records' byte strings, test_segments' partition layouts, test_fuzz's and
-test_metadata_log's seeds, the crafted run directories of reports.crafted), the files real
+test_metadata_log's seeds, the crafted run directories of testsupport.runs), the files real
 brokers wrote (data/real), and mutations of all of them as in test_fuzz.
 
 The extension is built from source by `.ci/run` (`pip install ./native`). Without it these
@@ -29,21 +29,17 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import craft, records
-from checkers.records import (
-    BATCH_FIELDS,
-    Batch,
-    ScanState,
-    iter_batch_chunks,
-    iter_batch_rows,
-    iter_batch_rows_native,
-    iter_batch_rows_py,
-    parse_batch,
-)
+from benchmarks.fleet_data import write_fleet
+from checkers import walk
+from checkers.contents import parse_batch
+from checkers.encode import encode_record
+from checkers.records import BATCH_FIELDS, Batch, ScanState, iter_batch_rows_py
 from checkers.segments import iter_partition_rows, list_segments, scan_partition
 from checkers.tests.test_fuzz import EXAMPLES, METADATA_SEEDS, REAL, SEGMENT_SEEDS, mutated
 from checkers.tests.test_metadata_log import build_history
-from reports import crafted
+from checkers.walk import iter_batch_chunks, iter_batch_rows, iter_batch_rows_native
+from testsupport import craft, damage
+from testsupport import runs as crafted
 
 try:
     import logfork_native
@@ -71,13 +67,13 @@ def _need_native() -> None:
 @contextlib.contextmanager
 def native_on(chunk: int | None = None) -> Iterator[None]:
     """The native walk in use (even under LOGFORK_NATIVE=0), `chunk` batches per call."""
-    saved = records.native, records.NATIVE_CHUNK
-    records.native = logfork_native
-    records.NATIVE_CHUNK = chunk or saved[1]
+    saved = walk.native, walk.NATIVE_CHUNK
+    walk.native = logfork_native
+    walk.NATIVE_CHUNK = chunk or saved[1]
     try:
         yield
     finally:
-        records.native, records.NATIVE_CHUNK = saved
+        walk.native, walk.NATIVE_CHUNK = saved
 
 
 def typed(values: tuple) -> tuple:
@@ -204,7 +200,7 @@ def record_cases() -> dict[str, bytes]:
         "record-headers": craft.encode_v2_batch(
             0,
             [b"unused"],
-            record_bytes=craft.encode_record(0, b"v", b"k", headers=[("h1", b"x"), ("h2", None)]),
+            record_bytes=encode_record(0, b"v", b"k", headers=[("h1", b"x"), ("h2", None)]),
         ),
         "v1-wrapper-offset-0": craft.encode_legacy_wrapper([0, 1, 2], "gzip", magic=1),
         "truncated-header": good + _v2(1, b"y")[:10],
@@ -311,7 +307,7 @@ def test_a_mapped_file(tmp_path: Path) -> None:
 def test_parse_batch_is_the_same() -> None:
     for name in ("header-fields", "control", "legacy-v1", "wrapper-v1-lz4", "offset-overflow"):
         data = ALL[name]
-        with records.pure_python():
+        with walk.pure_python():
             expected = batch_values(parse_batch(data, segment="s.log"))
         with native_on():
             assert batch_values(parse_batch(data, segment="s.log")) == expected
@@ -321,13 +317,13 @@ def test_the_scan_uses_the_walk_it_is_given() -> None:
     with native_on():
         rows = iter_batch_rows(b"", path=PATH, segment=SEGMENT, state=ScanState())
         assert rows.gi_code is iter_batch_rows_native.__code__
-    with records.pure_python():
+    with walk.pure_python():
         rows = iter_batch_rows(b"", path=PATH, segment=SEGMENT, state=ScanState())
         assert rows.gi_code is iter_batch_rows_py.__code__
 
 
 def test_logfork_native_0_forces_pure_python() -> None:
-    code = "from checkers import records; print(records.native is None)"
+    code = "from checkers import walk; print(walk.native is None)"
     for value, expected in (("0", "True"), ("1", "False")):
         env = {**os.environ, "LOGFORK_NATIVE": value}
         out = subprocess.run(
@@ -351,7 +347,7 @@ SPECS = [(0, 4, 1), (5, 9, 1), (10, 14, 2), (15, 19, 2), (20, 24, 3)]
 
 
 def partition_layouts(root: Path) -> list[Path]:
-    """test_segments' partition directories, healthy and damaged, and reports.crafted's."""
+    """test_segments' partition directories, healthy and damaged, and testsupport.runs'."""
     dirs: list[Path] = []
 
     def new(name: str) -> Path:
@@ -363,13 +359,13 @@ def partition_layouts(root: Path) -> list[Path]:
     craft.write_segments(pdir, SPECS, roll_at=[20], preallocate=1 << 16)
     (pdir / craft.segment_name(25)).write_bytes(b"")
     first, last = craft.write_segments(new("cut"), SPECS, roll_at=[10])
-    craft.cut_file(first, 7)
-    craft.cut_file(last, 7)
+    damage.cut_file(first, 7)
+    damage.cut_file(last, 7)
     (seg,) = craft.write_segments(new("flipped"), SPECS)
-    craft.flip_byte(seg, craft.batch_positions(seg.read_bytes())[2] + 70)
+    damage.flip_byte(seg, damage.batch_positions(seg.read_bytes())[2] + 70)
     for how, index in (("crc", 1), ("length", 1), ("magic", 1), ("torn", 4), ("crc", 4)):
         (seg,) = craft.write_segments(new(f"damaged-{how}-{index}"), SPECS)
-        craft.damage_batch(seg, index, how)
+        damage.damage_batch(seg, index, how)
     pdir = new("below-base")
     pdir.mkdir(parents=True)
     (pdir / craft.segment_name(10)).write_bytes(craft.encode_batches([(5, 9, 0), (10, 12, 0)]))
@@ -392,7 +388,7 @@ def partition_layouts(root: Path) -> list[Path]:
     dirs += sorted(
         {
             p.parent
-            for log_dir in crafted.many_partitions(root / "many-partitions", partitions=40)
+            for log_dir in write_fleet(root / "many-partitions", partitions=40).dirs
             for p in log_dir.glob("*/*.log")
         }
     )
@@ -416,7 +412,7 @@ def test_partition_scans_are_the_same(tmp_path: Path) -> None:
     dirs = partition_layouts(tmp_path)
     assert len(dirs) > 60
     for pdir in dirs:
-        with records.pure_python():
+        with walk.pure_python():
             expected, expected_rows = scan_view(pdir), rows_view(pdir)
         with native_on(chunk=3):
             assert scan_view(pdir) == expected, pdir
@@ -430,7 +426,7 @@ def test_native_batches_are_ordinary_batches(tmp_path: Path) -> None:
     craft.write_segments(pdir, SPECS)
     with native_on():
         batches = scan_partition(pdir).batches
-    with records.pure_python():
+    with walk.pure_python():
         expected = scan_partition(pdir).batches
     assert batches == expected and [hash(b) for b in batches] == [hash(b) for b in expected]
     assert [b.to_row() for b in batches] == [b.to_row() for b in expected]

@@ -10,6 +10,8 @@ import pyarrow as pa
 import pytest
 from crc32c import crc32c
 
+from checkers.compression import decompress, xxh32
+from checkers.contents import parse_batch, read_records
 from checkers.encode import encode_record
 from checkers.errors import (
     CorruptBatch,
@@ -25,13 +27,9 @@ from checkers.records import (
     BATCH_FIELDS,
     Batch,
     ScanState,
-    decompress,
-    iter_batch_rows,
     make_batch,
-    parse_batch,
-    read_records,
-    xxh32,
 )
+from checkers.walk import iter_batch_rows
 from testsupport import craft
 
 
