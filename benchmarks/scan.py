@@ -19,7 +19,9 @@ from pathlib import Path
 from benchmarks.segments import SHAPES, ensure_segments
 from checkers.records import ScanState
 from checkers.segments import iter_partition_rows, list_segments
-from fixtures.releases import NEWEST_3_9, resolve
+from fixtures.errors import LogforkError
+from fixtures.releases import NEWEST_3_9
+from fixtures.tools import ToolClasspath, dump_log_segments
 
 CRC_VALID = 3  # index of crc_valid in a batch row (checkers.records.BATCH_FIELDS)
 
@@ -53,7 +55,7 @@ def logfork_scan(partition_dir: Path) -> Figures:
     return Figures(seconds, batches, sum(s.size for s in listing.segments))
 
 
-def dump_log_segments(partition_dir: Path, libs: Path) -> Figures:
+def kafka_scan(partition_dir: Path, tool: ToolClasspath) -> Figures:
     """Kafka's tool over every segment, its output counted by grep (C, cheap) rather than
     read by Python, so that the figure is the tool's own."""
     listing = list_segments(partition_dir)
@@ -61,7 +63,7 @@ def dump_log_segments(partition_dir: Path, libs: Path) -> Figures:
     batches = 0
     for segment in listing.segments:
         cmd = (
-            f"java -Xmx1g -cp '{libs}/*' kafka.tools.DumpLogSegments --files "
+            f"java -Xmx1g -cp '{tool.host_classpath}' {tool.main} --files "
             f"'{segment.path}' | grep -c '^baseOffset:'"
         )
         out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True)
@@ -80,12 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--kafka-version", default=NEWEST_3_9)
     args = parser.parse_args(argv)
-    dist = resolve(args.kafka_version)
+    try:
+        tool = dump_log_segments(args.kafka_version)
+    except LogforkError as exc:  # e.g. kafka-tools not published for this release
+        raise SystemExit(f"benchmarks.scan: {exc}") from None
     dirs = ensure_segments(args.kafka_version)
     worst: tuple[float, str, Figures, Figures] | None = None
     for name in SHAPES:
         ours = logfork_scan(dirs[name])
-        theirs = dump_log_segments(dirs[name], dist.libs)
+        theirs = kafka_scan(dirs[name], tool)
         ratio = ours.mb_per_s / theirs.mb_per_s
         print(
             f"{name}: {ours.size / 1e6:.0f} MB, {ours.batches} batches "
