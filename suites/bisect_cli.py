@@ -148,11 +148,13 @@ def main(args: argparse.Namespace) -> int:
         reason = None if c.local else catalog.why_not_runnable(c.release.version)
         return reason or scenario.not_applicable(c.release, mode)
 
-    if given is None:
+    if given is not None:
+        between = given
+    elif not (good.local or bad.local):
+        between = [Candidate.maven(v) for v in catalog.between(good.key, bad.key)]
+    else:  # a local build's version need not be on Maven Central
         low, high = sorted((good.release.parts, bad.release.parts))
         between = [Candidate.maven(v) for v in catalog.versions if low <= parse_version(v) <= high]
-    else:
-        between = given
     cands, left_out = plan(good, bad, direction, between, exclude=exclude, given=given is not None)
 
     cache = VerdictCache(Path(args.out), scenario.id, mode)

@@ -180,3 +180,15 @@ def test_local_builds_as_ends_and_candidates(simulated, tmp_path, capsys):
         *map(str, reversed(builds)),
     )
     assert code == 2 and "oldest first" in err
+
+
+def test_a_local_build_at_an_end_takes_maven_releases_between(simulated, tmp_path, capsys):
+    build = _distribution(tmp_path / "mine", "2.0.1")
+    code, out, err = bisect(
+        tmp_path, capsys, "kip-279-s1-equal", "--bad", "1.1.0", "--good", str(build)
+    )
+    assert code == 0, err
+    assert f"candidates (4, logfork's built-in list of {catalog.SNAPSHOT_DATE}): " in out
+    assert f"): 1.1.0 1.1.1 2.0.0 {build} (2.0.1)\n" in out
+    assert "left out: 2.0.1: same version as a local distribution at an end" in out
+    assert "ANSWER: 2.0.0" in out
