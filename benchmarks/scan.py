@@ -32,7 +32,9 @@ from checkers import walk
 from checkers.encode import encode_v2_batch
 from checkers.records import BATCH_FIELDS, ScanState
 from checkers.segments import iter_partition_rows, list_segments, scan_partition
-from fixtures.releases import NEWEST_3_9, resolve
+from fixtures.errors import LogforkError
+from fixtures.releases import NEWEST_3_9
+from fixtures.tools import ToolClasspath, dump_log_segments
 
 CRC_VALID = BATCH_FIELDS.index("crc_valid")
 
@@ -110,7 +112,7 @@ def print_figures(label: str, f: Figures) -> None:
     )
 
 
-def dump_log_segments(partition_dir: Path, libs: Path) -> Figures:
+def kafka_scan(partition_dir: Path, tool: ToolClasspath) -> Figures:
     """Kafka's tool over every segment, its output counted by grep (C, cheap) rather than
     read by Python, so that the figure is the tool's own."""
     listing = list_segments(partition_dir)
@@ -118,7 +120,7 @@ def dump_log_segments(partition_dir: Path, libs: Path) -> Figures:
     batches = 0
     for segment in listing.segments:
         cmd = (
-            f"java -Xmx1g -cp '{libs}/*' kafka.tools.DumpLogSegments --files "
+            f"java -Xmx1g -cp '{tool.host_classpath}' {tool.main} --files "
             f"'{segment.path}' | grep -c '^baseOffset:'"
         )
         out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True)
@@ -192,12 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.crafted:
         return crafted(args.mb, args.repeat)
-    dist = resolve(args.kafka_version)
+    try:
+        tool = dump_log_segments(args.kafka_version)
+    except LogforkError as exc:  # e.g. kafka-tools not published for this release
+        raise SystemExit(f"benchmarks.scan: {exc}") from None
     dirs = ensure_segments(args.kafka_version)
     worst: tuple[float, str, dict[str, Figures], Figures] | None = None
     for name in SHAPES:
         ours = time_logfork(dirs[name])
-        theirs = dump_log_segments(dirs[name], dist.libs)
+        theirs = kafka_scan(dirs[name], tool)
         # The figure that counts: the scan the audit runs, with the reader it would use.
         way = "native batches" if "native batches" in ours else "python batches"
         best = ours[way]

@@ -2,7 +2,9 @@
 
 Each compression codec the release supports gets a topic; a 1.1.1 broker also writes a
 topic in message format 0.10.2 (v1 messages and compressed wrappers). DumpLogSegments runs
-inside the broker's container, on the same files, with the release's own jars.
+inside the broker's container, on the same files, with the release's own jars (from 4.3
+plus kafka-tools, copied in; a release without a published kafka-tools is skipped with the
+reason, see fixtures.tools).
 """
 
 import re
@@ -11,18 +13,18 @@ import pytest
 from confluent_kafka import Producer
 
 from checkers.segments import scan_partition
+from fixtures.config import LIBS_DIR
+from fixtures.tools import ToolClasspath, ToolUnavailable, dump_log_segments
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def dump(node, release, path: str) -> list[dict[str, str]]:
-    # The tool moved to the tools module in 4.3 (KAFKA-14579).
-    main = (
-        "org.apache.kafka.tools.DumpLogSegments"
-        if release.at_least(4, 3)
-        else "kafka.tools.DumpLogSegments"
-    )
-    result = node.exec(["java", "-Xmx256m", "-cp", "/opt/kafka/libs/*", main, "--files", path])
+TOOLS_DIR = "/tmp/kafka-tools"
+
+
+def dump(node, tool: ToolClasspath, path: str) -> list[dict[str, str]]:
+    classpath = tool.container_classpath(LIBS_DIR, TOOLS_DIR)
+    result = node.exec(["java", "-Xmx256m", "-cp", classpath, tool.main, "--files", path])
     assert result.exit_code == 0, result.output[-2000:]
     entries = []
     for line in result.output.splitlines():
@@ -50,9 +52,16 @@ def produce(cluster, topic: str, codec: str, batches: int = 6, per_batch: int = 
 
 @pytest.mark.cluster
 def test_reader_matches_dump_log_segments(cluster_factory, kafka_target):
+    try:
+        tool = dump_log_segments(kafka_target.kafka)
+    except ToolUnavailable as exc:
+        pytest.skip(str(exc))
     cluster = cluster_factory(brokers=1)
     release = cluster.release
     node = cluster.broker(1)
+    if tool.extra_jars:  # 4.3+: the broker's libs lack the tools module (KAFKA-14579)
+        parent, name = TOOLS_DIR.rsplit("/", 1)
+        assert node.docker.put_archive(parent, tool.extra_jars_tar(name))
     topics = {}
     for codec in CODECS:
         if codec == "zstd" and not release.at_least(2, 1):  # KIP-110
@@ -69,7 +78,7 @@ def test_reader_matches_dump_log_segments(cluster_factory, kafka_target):
         scan = scan_partition(node.data_dir / f"{topic}-0")
         assert not scan.errors, scan.errors
         segment = scan.segments[0]
-        theirs = dump(node, release, f"/logfork/data/{topic}-0/{segment.name}")
+        theirs = dump(node, tool, f"/logfork/data/{topic}-0/{segment.name}")
         ours = [b for b in scan.batches if b.segment == segment.name]
         assert len(ours) == len(theirs) >= 6, topic
         for mine, kafka in zip(ours, theirs, strict=True):

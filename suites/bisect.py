@@ -1,0 +1,411 @@
+"""The search behind `logfork bisect`: which release first behaves like the other end.
+
+Pure: it takes the candidates in order (oldest first, the two ends included), a runner
+(candidate -> outcome and seconds) and a cache, and returns a `BisectResult`. The command
+(suites.bisect_cli) supplies real runs; the unit tests a simulated runner.
+
+The user says which kind of change they look for; the order of --good and --bad must agree:
+
+- a fix (the default): --bad is the older release, where the behaviour is broken, and
+  --good the newer one, where it is fixed. The answer is the first release that behaves
+  like --good.
+- a regression (`--regression`): --good is the older release, --bad the newer one. The
+  answer is the first release that behaves like --bad.
+
+In both cases the answer is the oldest release that behaves like the newer end. A range
+whose order contradicts its kind is refused (exit 2) rather than silently reinterpreted:
+swapped ends are the likeliest mistake, and a fix read as a regression gives an answer
+that means the opposite.
+
+Both ends are run too (unless cached). Their outcomes define the sides: an outcome equal to
+one end's is on that end's side. An outcome equal to neither is placed by kind when the
+ends differ in kind (the bug seen: reproduced, departs, diverged; or not: consistent), so
+that a release past the declared fix that still shows the bug (it reports `diverged`, where
+the broken end reported `reproduced`) counts as broken; otherwise it is skipped. A step
+that ends not reached is run once more; not reached twice, it is skipped, as in `git
+bisect skip`, and the search goes around it. When skips leave more than one possible
+answer, the result is ambiguous and names the range.
+
+Runs: the two ends, then ceil(log2(N - 1)) steps for N candidates, plus retries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from fixtures.errors import LogforkError
+from fixtures.releases import Release
+
+BUG_SEEN = frozenset({"reproduced", "departs", "diverged"})
+CLEAN = frozenset({"consistent"})
+VERDICTS = BUG_SEEN | CLEAN
+NOT_REACHED = "not-reached"
+NOT_APPLICABLE = "not-applicable"
+
+EXIT_AGREES = 0
+EXIT_DISAGREES = 1
+EXIT_BAD_INPUT = 2
+EXIT_AMBIGUOUS = 3
+
+
+class Direction(StrEnum):
+    FIX = "fix"
+    REGRESSION = "regression"
+
+
+class BadRange(LogforkError):
+    """The range cannot be bisected as given; the message says why and what to give."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str  # what the user sees: "2.0.1", or a distribution's path and version
+    release: Release  # its version, for ordering and for fixed_in
+    key: str  # the cache key: the version, or a digest of a local distribution
+    spec: str  # what the runner is given: a version number or a path
+
+    @classmethod
+    def maven(cls, version: str) -> Candidate:
+        return cls(version, Release(version), version, version)
+
+    @property
+    def local(self) -> bool:
+        return self.spec != self.key
+
+    def __str__(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True)
+class RunResult:
+    outcome: str
+    seconds: float
+    detail: str = ""  # the run directory, or the verdict's summary
+
+
+Runner = Callable[[Candidate], RunResult]
+
+
+class Cache(Protocol):
+    def get(self, candidate: Candidate) -> RunResult | None: ...
+
+    def put(self, candidate: Candidate, result: RunResult) -> None: ...
+
+
+class NoCache:
+    def get(self, candidate: Candidate) -> RunResult | None:
+        return None
+
+    def put(self, candidate: Candidate, result: RunResult) -> None:
+        pass
+
+
+@dataclass
+class Step:
+    candidate: Candidate
+    outcome: str
+    seconds: float
+    cached: bool
+    role: str  # "--bad", "--good", "step", "retry"
+    side: str | None = None  # "--good", "--bad", or None when it could not be placed
+    note: str = ""
+
+    def line(self) -> str:
+        side = f"like {self.side}" if self.side else self.note or "skipped"
+        cached = "  cached" if self.cached else ""
+        return (
+            f"{self.role:7} {self.candidate.label:<16} {self.outcome:<14} "
+            f"{self.seconds:7.1f} s  {side}{cached}"
+        )
+
+
+@dataclass
+class BisectResult:
+    direction: Direction
+    candidates: list[Candidate]
+    steps: list[Step] = field(default_factory=list)
+    answer: Candidate | None = None
+    before: Candidate | None = None  # the newest release on the other side of the answer
+    ambiguous: list[Candidate] = field(default_factory=list)  # the possible answers
+    skipped: list[Candidate] = field(default_factory=list)  # not reached twice, or unplaced
+    problem: str | None = None  # why no search was possible
+    problem_exit: int = EXIT_BAD_INPUT
+    agrees: bool | None = None  # with the scenario's fixed_in; None: nothing to compare
+    comparison: str = ""
+
+    @property
+    def target(self) -> str:
+        """The end whose behaviour the answer is the first to show."""
+        return "--good" if self.direction == Direction.FIX else "--bad"
+
+    @property
+    def runs(self) -> int:
+        return sum(not s.cached for s in self.steps)
+
+    @property
+    def cached(self) -> int:
+        return sum(s.cached for s in self.steps)
+
+    @property
+    def exit_code(self) -> int:
+        if self.problem:
+            return self.problem_exit
+        if self.answer is None:
+            return EXIT_AMBIGUOUS
+        return EXIT_DISAGREES if self.agrees is False else EXIT_AGREES
+
+    def summary(self) -> list[str]:
+        lines = [
+            f"{self.runs} run(s), {self.cached} verdict(s) from the cache, "
+            f"{len(self.candidates)} candidate(s)"
+        ]
+        if self.problem:
+            lines.append(self.problem)
+            if self.ambiguous:
+                lines.append(
+                    f"AMBIGUOUS: the answer may be any of {self.ambiguous[0].label} .. "
+                    f"{self.ambiguous[-1].label}"
+                )
+            return lines
+        if self.skipped:
+            lines.append(f"skipped: {', '.join(c.label for c in self.skipped)}")
+        kind = "fixed" if self.direction == Direction.FIX else "broken"
+        if self.answer is None:
+            lines.append(
+                f"AMBIGUOUS: skips leave {len(self.ambiguous)} possible answers; the first "
+                f"release that behaves like {self.target} ({kind}) is one of "
+                f"{', '.join(c.label for c in self.ambiguous)}"
+            )
+            return lines
+        lines.append(
+            f"ANSWER: {self.answer.label} is the first release that behaves like "
+            f"{self.target} ({kind}); {self.before} is the last that does not"
+        )
+        if self.comparison:
+            lines.append(self.comparison)
+        return lines
+
+
+def plan(
+    good: Candidate,
+    bad: Candidate,
+    direction: Direction,
+    between: Sequence[Candidate],
+    *,
+    exclude: Callable[[Candidate], str | None] = lambda c: None,
+    given: bool = False,
+) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
+    """The candidates in search order (oldest first, the ends included) and those left out,
+    with the reason. `between` are the releases between the ends (Maven Central's, or the
+    user's --candidates when `given`, searched in the order given)."""
+    if good.key == bad.key:
+        raise BadRange(
+            f"--good and --bad are both {good.label}: a range needs two different releases."
+        )
+    old, new = (bad, good) if direction == Direction.FIX else (good, bad)
+    if old.release.parts > new.release.parts:
+        if direction == Direction.FIX:
+            raise BadRange(
+                f"For a fix, --bad is the older release (the behaviour still broken) and "
+                f"--good the newer one (fixed), but --bad {bad.label} is newer than --good "
+                f"{good.label}. Swap them, or add --regression if Kafka broke between them."
+            )
+        raise BadRange(
+            f"For a regression, --good is the older release (the behaviour still right) and "
+            f"--bad the newer one (broken), but --good {good.label} is newer than --bad "
+            f"{bad.label}. Swap them, or drop --regression if Kafka fixed it between them."
+        )
+    for end, name in ((bad, "--bad"), (good, "--good")):
+        reason = exclude(end)
+        if reason:
+            raise BadRange(f"{name} {end.label} cannot be used: {reason}.")
+    left_out: list[tuple[Candidate, str]] = []
+    middle: list[Candidate] = []
+    seen = {good.key, bad.key}
+    for c in between:
+        if c.key in seen:
+            if given and c.key not in (good.key, bad.key):
+                raise BadRange(f"--candidates lists {c.label} twice.")
+            continue
+        seen.add(c.key)
+        if not given and c.release.parts in (old.release.parts, new.release.parts):
+            # A Maven release with the version of a local build cannot be placed before or
+            # after that build.
+            left_out.append((c, "same version as a local distribution at an end"))
+            continue
+        reason = exclude(c)
+        if reason:
+            left_out.append((c, reason))
+        else:
+            middle.append(c)
+    ordered = [old, *middle, new]
+    for a, b in itertools.pairwise(ordered):
+        if a.release.parts > b.release.parts:
+            raise BadRange(
+                f"--candidates are searched in the order given, oldest first, between "
+                f"{old.label} and {new.label}; {a.label} ({a.release}) cannot come before "
+                f"{b.label} ({b.release})."
+            )
+    return ordered, left_out
+
+
+def max_runs(n: int) -> int:
+    """Runs without retries for n candidates: both ends, then a binary search."""
+    return 2 + math.ceil(math.log2(n - 1)) if n > 2 else n
+
+
+def bisect(
+    candidates: Sequence[Candidate],
+    runner: Runner,
+    cache: Cache | None = None,
+    *,
+    direction: Direction = Direction.FIX,
+    fixed_in: str | None = None,
+    on_step: Callable[[Step], None] = lambda s: None,
+) -> BisectResult:
+    """Search `candidates` (oldest first, as `plan` orders them) for the first release
+    that behaves like the newer end."""
+    cache = cache or NoCache()
+    cands = list(candidates)
+    result = BisectResult(direction, cands)
+    if len(cands) < 2:
+        result.problem = "A range needs two releases."
+        return result
+    old_name, new_name = ("--bad", "--good") if direction == Direction.FIX else ("--good", "--bad")
+
+    def record(step: Step) -> Step:
+        result.steps.append(step)
+        on_step(step)
+        return step
+
+    def observe(c: Candidate, role: str, place: Callable[[str], str | None]) -> str | None:
+        hit = cache.get(c)
+        if hit is not None:
+            side = place(hit.outcome)
+            record(Step(c, hit.outcome, hit.seconds, True, role, side))
+            return side
+        for attempt in (role, "retry"):
+            run = runner(c)
+            side = place(run.outcome)
+            note = ""
+            if run.outcome == NOT_REACHED:
+                note = "not reached: run again" if attempt != "retry" else "not reached twice"
+            elif side is None:
+                note = "matches neither end"
+            record(Step(c, run.outcome, run.seconds, False, attempt, side, note))
+            if run.outcome in VERDICTS:
+                cache.put(c, run)
+            if run.outcome != NOT_REACHED:
+                return side
+        return None
+
+    ends: dict[str, str] = {}
+
+    def as_end(name: str) -> Callable[[str], str | None]:
+        def place(outcome: str) -> str | None:
+            if outcome in VERDICTS:
+                ends[name] = outcome
+                return name
+            return None
+
+        return place
+
+    for c, name in ((cands[0], old_name), (cands[-1], new_name)):
+        if observe(c, name, as_end(name)) is None:
+            outcome = result.steps[-1].outcome
+            result.problem = (
+                f"The {name} end {c.label} gave no verdict ({outcome}), so there is nothing "
+                f"to compare the releases between with. Run it alone (logfork run) to see why."
+            )
+            result.problem_exit = EXIT_AMBIGUOUS if outcome == NOT_REACHED else EXIT_BAD_INPUT
+            result.ambiguous = cands[1:]
+            return result
+    if ends[old_name] == ends[new_name]:
+        result.problem = (
+            f"--good and --bad both ended {ends[old_name]}: nothing changes between "
+            f"{cands[0].label} and {cands[-1].label}, so there is nothing to bisect. Widen "
+            f"the range, or check that --bad shows the behaviour you are after."
+        )
+        return result
+
+    old_bug, new_bug = ends[old_name] in BUG_SEEN, ends[new_name] in BUG_SEEN
+
+    def place(outcome: str) -> str | None:
+        if outcome == ends[old_name]:
+            return old_name
+        if outcome == ends[new_name]:
+            return new_name
+        if outcome in VERDICTS and old_bug != new_bug:
+            return old_name if (outcome in BUG_SEEN) == old_bug else new_name
+        return None
+
+    lo, hi, skipped = 0, len(cands) - 1, set()
+    while True:
+        left = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not left:
+            break
+        middle = (lo + hi) / 2
+        i = min(left, key=lambda j: (abs(j - middle), j))
+        side = observe(cands[i], "step", place)
+        if side == old_name:
+            lo = i
+        elif side == new_name:
+            hi = i
+        else:
+            skipped.add(i)
+            result.skipped.append(cands[i])
+    if hi - lo == 1:
+        result.answer, result.before = cands[hi], cands[lo]
+        result.agrees, result.comparison = compare(result, fixed_in)
+    else:
+        result.ambiguous = cands[lo + 1 : hi + 1]
+    return result
+
+
+def compare(result: BisectResult, fixed_in: str | None) -> tuple[bool | None, str]:
+    """Whether the answer agrees with the scenario's declared fixed_in.
+
+    fixed_in says that every release from it on behaves as fixed, every one before it as
+    broken. A fix must therefore first appear at the first candidate at or after fixed_in. A
+    regression (its --good end fixed, its --bad end broken) contradicts fixed_in when a
+    release at or after fixed_in behaves like --bad, that is when its --bad end is one.
+    """
+    if result.answer is None:
+        return None, ""
+    if fixed_in is None:
+        return None, "the scenario declares no fix (it must hold everywhere): nothing to compare"
+    fixed = Release(fixed_in).parts
+    cands = result.candidates
+    declared = next((c for c in cands if c.release.parts >= fixed), None)
+    if result.direction == Direction.FIX:
+        if declared is result.answer:
+            return True, (
+                f"AGREES with fixed_in {fixed_in}: {result.answer.label} is the first "
+                f"candidate at or after it"
+            )
+        if declared is None:
+            where = f"no candidate reaches {fixed_in}"
+        else:
+            where = f"the first candidate at or after it is {declared.label}"
+        return False, (
+            f"FINDING: the scenario declares fixed_in {fixed_in}, but the first release "
+            f"that behaves as fixed is {result.answer.label} and {result.before} still "
+            f"behaves as broken ({where})"
+        )
+    broken_after_fix = [c for c in cands[cands.index(result.answer) :] if c.release.parts >= fixed]
+    if not broken_after_fix:
+        return True, (
+            f"AGREES with fixed_in {fixed_in}: the regression lies before the declared fix"
+        )
+    return False, (
+        f"FINDING: the scenario declares fixed_in {fixed_in}, but "
+        f"{broken_after_fix[0].label} and later behave like --bad (broken again from "
+        f"{result.answer.label})"
+    )
