@@ -385,12 +385,23 @@ STEP_KINDS: dict[str, type] = {
 }
 
 
+_ROLE_NAMES = {
+    Role.LEADER: "the leader",
+    Role.FOLLOWER_IN_ISR: "a follower in the ISR",
+    Role.OUT_OF_SYNC: "an out-of-sync replica",
+    Role.CONTROLLER: "the controller",
+    Role.ANY_BROKER: "any broker",
+}
+
+
 def _name(target: Endpoint | None) -> str:
     if isinstance(target, bool) or target is None:
         return str(target)
     if isinstance(target, int):
         return f"broker {target}"
-    return f"the {target}" if target != QUORUM else "the quorum"
+    if target == QUORUM:
+        return "the quorum"
+    return _ROLE_NAMES[Role(target)]
 
 
 def step_targets(step: Step) -> list[tuple[str, Endpoint]]:
