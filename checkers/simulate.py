@@ -211,7 +211,16 @@ class Prediction:
     steps: list[StepRecord]
     events: list[str]
     verdict: PartitionVerdict
-    max_divergent_replicas: int = 0  # most replicas holding a version of an offset, at once
+    # Near misses, for ranking schedules: the most versions of one offset the replicas held
+    # at once; the most pairs of ISR members that held different data at one offset after
+    # a step (either could be elected cleanly: KAFKA-6361's precondition); whether a
+    # follower in the ISR that could not fetch lacked the leader's data after a step.
+    max_divergent_replicas: int = 0
+    max_isr_divergence: int = 0
+    isr_gap: bool = False
+    risky_elections: int = 0  # clean elections leaving an ISR member that can't truncate
+    clean_elections: int = 0  # leader changes within the ISR (preferred, failover, shutdown)
+    divergent_failovers: int = 0  # ... to a leader whose data differs from a cut-off replica's
 
     @property
     def executed(self) -> int:
@@ -271,6 +280,20 @@ class Prediction:
         }
 
 
+def _differ(a: Replica, b: Replica) -> bool:
+    """Do two replicas hold different batches at some offset both hold?"""
+    j = 0
+    for x in a.batches:
+        while j < len(b.batches) and b.batches[j].last < x.base:
+            j += 1
+        if j == len(b.batches):
+            return False
+        y = b.batches[j]
+        if y.base <= x.last and (x.base, x.last, x.tag) != (y.base, y.last, y.tag):
+            return True
+    return False
+
+
 class _Skip(Exception):
     def __init__(self, observed: str) -> None:
         super().__init__(observed)
@@ -314,8 +337,14 @@ class Simulator:
         self.records: list[StepRecord] = []
         self.events: list[str] = []
         self.unclean_elections = 0
+        self._failed: set[int] = set()  # brokers whose session ended, for the controller
         self.power_losses = 0
         self.max_divergent = 0
+        self.max_isr_divergence = 0
+        self.isr_gap = False
+        self.risky_elections = 0
+        self.clean_elections = 0
+        self.divergent_failovers = 0
         self._tags = 0
         self._step = -1
         # Topic creation: the first replica of the assignment leads epoch 0 (KIP-101: every
@@ -436,6 +465,31 @@ class Simulator:
     def _bump(self) -> None:
         self.ctl.epoch += 1
 
+    def _note_clean_election(self, leaving: int | None = None) -> None:
+        """A near miss worth ranking: the new leader lacks a batch that another live ISR
+        member holds, and that member cannot reach it to truncate (KIP-279 scenario 1,
+        steps 2 and 3: both brokers still in the ISR, cut off from each other)."""
+        leader = self.replicas[self.ctl.leader] if self.ctl.leader is not None else None
+        if leader is None:
+            return
+        self.clean_elections += 1
+        for r in self.replicas.values():
+            reachable = self.alive(r.broker) and self.can_talk(r.broker, leader.broker)
+            if r is not leader and not reachable and _differ(leader, r):
+                # KIP-279 scenario 1, step 3: the new leader and a replica that cannot
+                # truncate yet hold different data at the same offsets.
+                self.divergent_failovers += 1
+                break
+        held = {(x.base, x.last, x.tag) for x in leader.batches}
+        for b in self.ctl.isr:
+            if b in (leader.broker, leaving) or not self.alive(b):
+                continue
+            if self.can_talk(b, leader.broker):
+                continue  # it will truncate what the new leader lacks: an ordinary failover
+            if any((x.base, x.last, x.tag) not in held for x in self.replicas[b].batches):
+                self.risky_elections += 1
+                return
+
     def _controller_reacts(self) -> bool:
         """The controller acts on brokers that lost their session: failed followers leave
         the ISR, a failed leader is replaced (from the ISR; out of it only where unclean
@@ -443,8 +497,11 @@ class Simulator:
         ctl, changed = self.ctl, False
         if self.cluster.mode == "zk" and self._controller_broker() is None:
             return False  # no broker holds a session: nobody can act
-        for b in list(ctl.isr):
-            if b != ctl.leader and not self.registered(b) and len(ctl.isr) > 1:
+        # Once per failure, as the controller's broker-failure event does: a ZooKeeper-mode
+        # leader may add a follower that still fetches straight back (faults/session.py).
+        failed, self._failed = self._failed, set()
+        for b in sorted(failed):
+            if b in ctl.isr and b != ctl.leader and not self.registered(b) and len(ctl.isr) > 1:
                 ctl.isr.remove(b)
                 if self.options.bump_epoch_on_isr_shrink:
                     self._bump()
@@ -459,6 +516,7 @@ class Simulator:
             ctl.leader = clean[0]
             ctl.isr = [b for b in ctl.isr if self.registered(b)]
             self._bump()
+            self._note_clean_election()
             self._event(
                 f"controller elects broker {ctl.leader} from the ISR (epoch {ctl.epoch}, "
                 f"ISR {ctl.isr})"
@@ -679,7 +737,9 @@ class Simulator:
             if b in ctl.isr or leo is None or f.stuck:
                 continue
             fetching = f.role == FOLLOWER and f.leader == lead.broker
-            if fetching and self.can_talk(b, lead.broker) and leo >= lead.hw:
+            # KRaft keeps fenced brokers out of the ISR (KIP-841); ZooKeeper mode does not.
+            fenced = self.cluster.mode == "kraft" and not self.registered(b)
+            if fetching and not fenced and self.can_talk(b, lead.broker) and leo >= lead.hw:
                 ctl.isr = [x for x in self.assignment if x in ctl.isr or x == b]
                 lead.isr = list(ctl.isr)
                 lead.lag[b] = 0.0
@@ -713,6 +773,7 @@ class Simulator:
             node.disconnected += seconds
             if node.disconnected >= self._session_timeout(b):
                 node.registered = False
+                self._failed.add(b)
                 what = "is fenced" if self.cluster.mode == "kraft" else "loses its session"
                 self._event(f"broker {b} {what} ({node.status}, {node.disconnected:g} s)")
         lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
@@ -728,7 +789,10 @@ class Simulator:
                     and f.leo >= lead.leo
                 )
                 lead.lag[b] = 0.0 if fetching else lead.lag.get(b, 0.0) + seconds
-                if lead.lag[b] > limit and self._can_write_isr(lead.broker):
+                # The leader's ISR write is conditional on the version it knows
+                # (zkVersion, partition epoch): a stale view makes it fail.
+                current = lead.isr == self.ctl.isr
+                if lead.lag[b] > limit and current and self._can_write_isr(lead.broker):
                     self.ctl.isr.remove(b)
                     lead.isr = list(self.ctl.isr)
                     self._event(
@@ -792,7 +856,18 @@ class Simulator:
             record.status, record.note = "rejected", str(rejected)
         record.events = self.events[start:]
         self.records.append(record)
+        self._near_misses()
         return record
+
+    def _near_misses(self) -> None:
+        isr = [self.replicas[b] for b in self.ctl.isr]
+        pairs = sum(1 for i, a in enumerate(isr) for other in isr[i + 1 :] if _differ(a, other))
+        self.max_isr_divergence = max(self.max_isr_divergence, pairs)
+        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
+        if lead is not None:
+            for r in isr:
+                if r is not lead and r.leo < lead.leo and not self.can_talk(r.broker, lead.broker):
+                    self.isr_gap = True
 
     def _do_produce(self, step: Produce) -> dict[str, Any]:
         def ok(b: Any) -> str | None:
@@ -920,6 +995,7 @@ class Simulator:
             raise _Skip("no controller")
         self.ctl.leader = preferred
         self._bump()
+        self._note_clean_election()
         self._event(f"preferred election: broker {preferred} leads in epoch {self.ctl.epoch}")
         self.settle()
         return {"leader": preferred}
@@ -975,6 +1051,7 @@ class Simulator:
                 ctl.leader = others[0]
                 ctl.isr.remove(b)
                 self._bump()
+                self._note_clean_election(leaving=b)
                 self._event(f"controlled shutdown: broker {others[0]} leads in epoch {ctl.epoch}")
             elif ctl.leader != b and b in ctl.isr and len(ctl.isr) > 1:
                 ctl.isr.remove(b)
@@ -1119,6 +1196,11 @@ class Simulator:
             events=list(self.events),
             verdict=verdict,
             max_divergent_replicas=self.max_divergent,
+            max_isr_divergence=self.max_isr_divergence,
+            risky_elections=self.risky_elections,
+            clean_elections=self.clean_elections,
+            divergent_failovers=self.divergent_failovers,
+            isr_gap=self.isr_gap,
         )
 
     def copy(self) -> Simulator:

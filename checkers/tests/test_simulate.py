@@ -500,3 +500,28 @@ def test_quorum_cut_without_waiting_expires_as_time_passes() -> None:
     p = simulate(Schedule(TWO, steps=(Cut(1, QUORUM), Wait(3), Wait(3), Produce(1))), KIP101)
     assert "step 2: broker 1 loses its session (running, 6 s)" in p.events
     assert p.steps[3].targets == {"to": 2}
+
+
+def test_a_follower_without_a_session_that_still_fetches() -> None:
+    # ZooKeeper mode: the controller drops it from the ISR once; its leader, still served
+    # by its fetches, adds it straight back (faults/session.py). KRaft keeps a fenced
+    # broker out of the ISR (KIP-841).
+    for mode, isr in (("zk", [1, 2]), ("kraft", [1])):
+        cluster = Cluster(
+            mode=mode, brokers=3, replication_factor=2, controller=3 if mode == "zk" else None
+        )
+        sim = Simulator(cluster, KIP279)
+        record = sim.apply(ExpireSession(2))
+        assert sim.ctl.isr == isr, mode
+        assert "controller removes failed broker 2 from the ISR [1]" in " ".join(record.events)
+
+
+def test_near_misses_for_ranking() -> None:
+    p = simulate(kip279_s1(20), KIP101)
+    # The preferred election left A, cut off, holding [11, 20] that B lacked; B's write
+    # made the two ISR members differ; A's re-election put the difference in front of B.
+    assert (p.risky_elections, p.max_isr_divergence, p.divergent_failovers) == (1, 1, 1)
+    assert p.isr_gap and p.clean_elections == 3
+    quiet = simulate(Schedule(TWO, steps=(Produce(3), Kill(1), Restart(1))), KIP101)
+    assert (quiet.risky_elections, quiet.max_isr_divergence, quiet.divergent_failovers) == (0, 0, 0)
+    assert not quiet.isr_gap and quiet.clean_elections == 1
