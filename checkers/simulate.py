@@ -345,7 +345,6 @@ class Simulator:
         self.risky_elections = 0
         self.clean_elections = 0
         self.divergent_failovers = 0
-        self._tags = 0
         self._step = -1
         # Topic creation: the first replica of the assignment leads epoch 0 (KIP-101: every
         # leader gets an epoch; the controller starts at 0).

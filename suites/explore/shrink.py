@@ -10,7 +10,8 @@ and then passes is recorded as flaky and not taken. The original itself must fai
 
 Candidates, in passes repeated until none makes progress or the budget of runs is spent:
 
-1. drop steps: chunks of half the schedule, then quarters, down to single steps;
+1. drop steps: chunks of half the schedule, then quarters, down to single steps (and, as
+   a last resort, any two steps apart);
 2. merge: adjacent heals into one heal of everything, a heal of one link into a heal of
    everything, adjacent produces (same acks and target) into one;
 3. reduce: produce counts (to 1, to half, by one), power-loss `lose`, wait seconds;
@@ -201,10 +202,18 @@ def shrink(
         progress = True
         while progress:
             progress = False
-            for shrink_pass in (_drop, _merge, _reduce, _simplify_targets, _simplify_cluster):
+            for shrink_pass in (
+                _drop,
+                _merge,
+                _reduce,
+                _simplify_targets,
+                _simplify_cluster,
+                _drop_pairs,
+            ):
                 improved = shrink_pass(current, s)
                 if improved is not None:
                     current, progress = improved, True
+                    break  # back to the cheap passes first
         result.exhausted = False
     except _Budget:
         result.exhausted = True
@@ -260,6 +269,20 @@ def _drop(current: Schedule, s: _Shrinker) -> Schedule | None:
                 start += size
         size //= 2
     return improved
+
+
+def _drop_pairs(current: Schedule, s: _Shrinker) -> Schedule | None:
+    """Remove two steps that are not next to each other: a fault and what it set up for
+    (a hold-back and the write it held back) often go only together."""
+
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        steps = list(current.steps)
+        for i in range(len(steps)):
+            for j in range(i + 2, len(steps)):
+                rest = steps[:i] + steps[i + 1 : j] + steps[j + 1 :]
+                yield current.with_steps(rest), f"drop steps {i} and {j}"
+
+    return _repeat(current, s, candidates)
 
 
 def _merge(current: Schedule, s: _Shrinker) -> Schedule | None:
