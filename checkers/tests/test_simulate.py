@@ -1,0 +1,527 @@
+"""The simulator against the scripted scenarios' known outcomes, fed as schedules, and its
+mechanics one at a time on crafted schedules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from checkers.model import Outcome, Protocol
+from checkers.simulate import (
+    SimOptions,
+    SimulationError,
+    Simulator,
+    protocol_for_release,
+    simulate,
+)
+from suites.explore.schedule import (
+    QUORUM,
+    BrokerConfig,
+    Cluster,
+    Cut,
+    ElectPreferred,
+    ElectUnclean,
+    ExpireSession,
+    Heal,
+    HoldBack,
+    Kill,
+    Pause,
+    PowerLoss,
+    Produce,
+    Restart,
+    Resume,
+    Role,
+    Schedule,
+    TopicConfig,
+    Wait,
+)
+
+A, B, C = 1, 2, 3
+HW, KIP101, KIP279, DIVERGING = (
+    Protocol.HIGH_WATERMARK,
+    Protocol.KIP_101,
+    Protocol.KIP_279,
+    Protocol.DIVERGING_EPOCH,
+)
+EPOCHS = (KIP101, KIP279, DIVERGING)
+
+
+def controller_apart(replicas=(B, A), **kwargs) -> Cluster:
+    """suites.steps.controller_apart: A and B hold the partition, C is the controller."""
+    return Cluster(
+        mode="zk", brokers=3, replication_factor=2, replicas=replicas, controller=C, **kwargs
+    )
+
+
+def ids(writes) -> list[int]:
+    return [w.id for w in writes]
+
+
+# --------------------------------------------------------------------------------------
+# KIP-101 scenario 1 (suites/scenarios/kip_101.py): B leads; m1, then a high watermark
+# checkpoint on A, then m2; A dies, restarts cut off from B, B dies, A is elected.
+
+KIP101_S1 = Schedule(
+    controller_apart(topic_config=TopicConfig(1, True)),
+    steps=(
+        Produce(1),  # m1
+        Wait(5),  # A's checkpoint records m1 as committed
+        Produce(1),  # m2, committed; A fetched it but its checkpoint still says 1
+        Kill(A),
+        Cut(A, B),
+        Restart(A),  # A follows B without reaching it
+        Kill(B),  # A, the only replica left, is elected (uncleanly: it left the ISR)
+        Heal(),
+        Restart(B),
+    ),
+)
+
+
+def test_kip101_scenario1_before_0_11_loses_acknowledged_m2() -> None:
+    p = simulate(KIP101_S1, HW)
+    assert ids(p.lost_acknowledged) == [1]  # m2
+    assert p.outcome is Outcome.CONSISTENT and p.logs == {A: [(0, 0, -1)], B: [(0, 0, -1)]}
+    assert (
+        "step 5: broker 1: follower truncated to its high watermark 1 (pre-KIP-101 rules); "
+        "follower truncated [1, 1] (log end offset now 1)" in p.events
+    )
+    assert p.unclean_elections == 1 and p.failure() is None  # loss excused by the election
+
+
+@pytest.mark.parametrize("protocol", EPOCHS)
+def test_kip101_scenario1_with_leader_epochs_keeps_m2(protocol: Protocol) -> None:
+    p = simulate(KIP101_S1, protocol)
+    assert p.lost_acknowledged == [] and p.outcome is Outcome.CONSISTENT
+    assert [s[:2] for s in p.logs[A]] == [(0, 0), (1, 1)] and p.logs[A] == p.logs[B]
+
+
+# --------------------------------------------------------------------------------------
+# KIP-101 scenario 2: three committed messages; a power outage costs A one and B two; B
+# comes back first, leads and writes m4 at offset 1; then A.
+
+KIP101_S2 = Schedule(
+    controller_apart(),
+    steps=(
+        Produce(1),
+        Produce(1),
+        Produce(1),
+        Wait(5),  # both checkpoints record all three as committed
+        PowerLoss(A, lose=1),
+        PowerLoss(B, lose=2),
+        Restart(B),
+        Produce(1, "1"),  # m4
+        Restart(A),
+    ),
+)
+
+
+def test_kip101_scenario2_before_0_11_diverges() -> None:
+    p = simulate(KIP101_S2, HW)
+    assert p.outcome is Outcome.DIVERGED and p.diverged_at == 1 and p.below_high_watermark
+    assert p.failure() == "diverged" and p.power_losses == 2
+    versions = {tuple(v.replicas): v.batch.span for v in p.verdict.versions}
+    assert versions == {(A,): "[1, 1]", (B,): "[1, 1]"}
+
+
+@pytest.mark.parametrize("protocol", EPOCHS)
+def test_kip101_scenario2_with_leader_epochs_converges(protocol: Protocol) -> None:
+    p = simulate(KIP101_S2, protocol)
+    assert p.outcome is Outcome.CONSISTENT
+    assert p.logs[A] == p.logs[B] and len(p.logs[A]) == 2
+    # m2 and m3 went with the power; KIP-966's rules judge that, not this invariant.
+    assert ids(p.lost_acknowledged) == [1, 2] and p.failure() is None
+
+
+# --------------------------------------------------------------------------------------
+# KIP-279 scenario 1 (KAFKA-6361, suites/scenarios/kip_279_s1.py), through the KRaft path of
+# the scripted scenario: B, the preferred replica, steps down and comes back so that A leads.
+
+
+def kip279_s1(n: int) -> Schedule:
+    return Schedule(
+        controller_apart(
+            broker_config=BrokerConfig(replica_lag_time_max_ms=600000, session_timeout_ms=60000),
+            node_config={B: BrokerConfig(session_timeout_ms=6000)},
+        ),
+        steps=(
+            Kill(B, "SIGTERM"),
+            Restart(B),
+            Produce(11),  # [0, 10] on both, epoch 1
+            HoldBack(B),
+            Produce(10, "1"),  # [11, 20] on A only
+            ElectPreferred(),  # B leads epoch 2; A cannot reach it, so it does not truncate
+            Produce(n - 10, "1"),  # [11, n] on B
+            ExpireSession(B),  # A leads epoch 3
+            Produce(10, "1"),  # [21, 30] on A
+            Heal(),  # B follows A and asks for the end of epoch 2
+        ),
+    )
+
+
+A_FINAL = [(0, 10, 1), (11, 20, 1), (21, 30, 3)]
+
+
+def test_kip279_s1_short_follower_stuck_before_2_0() -> None:
+    p = simulate(kip279_s1(15), KIP101)
+    assert p.outcome is Outcome.STUCK and p.failure() == "stuck"
+    assert p.stuck == {
+        B: "out-of-order offsets: batch [11, 20] from broker 1 starts below its log end offset 16"
+    }
+    assert p.logs == {A: A_FINAL, B: [(0, 10, 1), (11, 15, 2)]}
+    assert p.isr == [A]  # B never gets back in
+
+
+def test_kip279_s1_equal_silent_divergence_before_2_0() -> None:
+    p = simulate(kip279_s1(20), KIP101)
+    assert p.outcome is Outcome.DIVERGED and p.diverged_at == 11 and p.below_high_watermark
+    assert p.logs[B] == [(0, 10, 1), (11, 20, 2), (21, 30, 3)] and p.logs[A] == A_FINAL
+    assert p.isr == [B, A]  # nobody notices: B is back in the ISR
+    assert (
+        "step 9: broker 2: follower asked for epoch 2; leader answered offset 21 (KIP-101 "
+        "rules); follower kept [11, 20]" in p.events
+    )
+
+
+def test_kip279_s1_long_departs_from_the_kip_before_2_0() -> None:
+    # KIP-279 says B truncates the whole batch [11, 25] and refetches from 11. Kafka 1.1.1
+    # drops the batch but sets its log end offset to 21 (MID_BATCH): 11-20 are missing.
+    p = simulate(kip279_s1(25), KIP101)
+    assert p.outcome is Outcome.DIVERGED and p.diverged_at == 11
+    assert p.logs[B] == [(0, 10, 1), (21, 30, 3)]
+    assert p.verdict.lacking == [B]
+    assert any("sets the log end offset to 21 (Kafka before 2.0)" in e for e in p.events)
+
+
+@pytest.mark.parametrize("n", [15, 20, 25])
+@pytest.mark.parametrize("protocol", [KIP279, DIVERGING])
+def test_kip279_s1_converges_from_2_0(n: int, protocol: Protocol) -> None:
+    p = simulate(kip279_s1(n), protocol)
+    assert p.outcome is Outcome.CONSISTENT and p.failure() is None
+    assert p.logs == {A: A_FINAL, B: A_FINAL}
+    # B's acks=1 batch [11, n] was written by a leader that lost its session: gone.
+    assert ids(p.lost_acks1) == [2] and p.lost_acknowledged == []
+
+
+# --------------------------------------------------------------------------------------
+# KIP-279 scenario 3 = KIP-101 appendix (a): alternating unclean failovers.
+
+KIP279_S3 = Schedule(
+    controller_apart(replicas=(A, B), topic_config=TopicConfig(1, True)),
+    steps=(
+        Kill(B),
+        Produce(1, "1"),  # A:0
+        Kill(A),
+        Restart(B),  # elected uncleanly
+        Produce(1, "1"),  # B:0
+        Kill(B),
+        Restart(A),
+        Produce(1, "1"),  # A:1
+        Kill(A),
+        Restart(B),
+        Produce(1, "1"),  # B:1
+        Restart(A),  # A follows B
+    ),
+)
+
+
+def test_kip279_s3_diverges_at_offset_0_under_kip101() -> None:
+    p = simulate(KIP279_S3, KIP101)
+    assert p.outcome is Outcome.DIVERGED and p.diverged_at == 0 and p.below_high_watermark
+    assert p.unclean_elections == 3
+    assert p.logs == {A: [(0, 0, 1), (1, 1, 4)], B: [(0, 0, 2), (1, 1, 4)]}
+
+
+@pytest.mark.parametrize("protocol", [KIP279, DIVERGING])
+def test_kip279_s3_converges_from_2_0(protocol: Protocol) -> None:
+    p = simulate(KIP279_S3, protocol)
+    assert p.outcome is Outcome.CONSISTENT
+    assert p.logs[A] == p.logs[B] == [(0, 0, 2), (1, 1, 4)]
+    # Unclean elections lose acknowledged acks=1 writes (A:0, A:1) by design.
+    assert ids(p.lost_acks1) == [0, 2]
+
+
+def test_kip279_s3_two_rounds_then_the_high_watermark() -> None:
+    p = simulate(KIP279_S3, KIP279)
+    last = [e for e in p.events if e.startswith("step 11: broker 1: follower")]
+    assert last == [
+        "step 11: broker 1: follower asked for epoch 3; leader answered epoch 2, offset 1 "
+        "(KIP-279 rules); follower truncated [1, 1] (log end offset now 1)",
+        "step 11: broker 1: follower asked for epoch 1; leader answered unknown offset "
+        "(KIP-279 rules); follower fell back to its high watermark 0, truncated [0, 0] (log "
+        "end offset now 0)",
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# Mechanics
+
+TWO = Cluster(brokers=3, replication_factor=2, controller=3)
+
+
+def test_a_held_back_follower_keeps_acks_all_unacknowledged_while_it_stays_in_the_isr() -> None:
+    long_lag = Cluster(
+        brokers=3,
+        replication_factor=2,
+        controller=3,
+        broker_config=BrokerConfig(replica_lag_time_max_ms=600000),
+    )
+    p = simulate(
+        Schedule(long_lag, steps=(HoldBack(), Produce(3), Wait(60), Produce(1, "1"))), KIP101
+    )
+    done = [s.status for s in p.steps]
+    assert done == ["done"] * 4
+    assert [e for e in p.events if "write 0" in e] == [
+        "step 1: broker 1 appends 0..2 in epoch 0 (write 0, acks=all)",
+        "step 1: write 0 not acknowledged (high watermark 0, ISR [1, 2])",
+    ]
+    assert not any("drops" in e for e in p.events)  # 60 s < replica.lag.time.max.ms
+
+
+def test_a_lagging_follower_leaves_the_isr_and_acks_all_is_refused_below_min_isr() -> None:
+    strict = Cluster(brokers=3, replication_factor=2, controller=3, topic_config=TopicConfig(2))
+    p = simulate(Schedule(strict, steps=(HoldBack(), Produce(3), Wait(11), Produce(2))), KIP101)
+    assert "step 2: leader 1 drops broker 2 from the ISR after 11 s behind (ISR [1])" in p.events
+    refused = p.steps[3]
+    assert refused.status == "rejected"
+    assert refused.note.startswith("NOT_ENOUGH_REPLICAS: ISR [1] is below min.insync.replicas=2")
+    assert p.logs[1] == [(0, 2, 0)]  # nothing written by the refused produce
+
+
+def test_skipped_steps_say_what_was_observed_and_change_nothing() -> None:
+    steps = (
+        Restart(),
+        ElectPreferred(),
+        Resume(),
+        Heal(),
+        Kill(1),
+        Kill(2),
+        Produce(1),
+        Heal(1, 2),
+        HoldBack(),
+    )
+    p = simulate(Schedule(TWO, steps=steps), KIP101)
+    assert [(s.status, s.note) for s in p.steps] == [
+        ("skipped", "broker 1 is running; broker 2 is running; broker 3 is running"),
+        ("skipped", "preferred replica 1 already leads"),
+        ("skipped", "broker 1 is running; broker 2 is running; broker 3 is running"),
+        ("skipped", "nothing is cut"),
+        ("done", ""),
+        ("done", ""),
+        ("skipped", "the partition has no leader (offline)"),
+        ("skipped", "no cut between 1 and 2"),
+        ("skipped", "no live leader to hold a follower back from"),
+    ]
+    # Skips cost nothing: without them the prediction is the same.
+    q = simulate(Schedule(TWO, steps=(Kill(1), Kill(2))), KIP101)
+    assert (q.logs, q.leader, q.leader_epoch) == (p.logs, p.leader, p.leader_epoch)
+
+
+def test_roles_resolve_when_the_step_comes_lowest_eligible_broker_first() -> None:
+    three = Cluster(brokers=4, replication_factor=3, replicas=(3, 1, 2), controller=4)
+    sim = Simulator(three, KIP101)
+    assert sim.apply(Kill(Role.FOLLOWER_IN_ISR)).targets == {"broker": 1}
+    assert sim.apply(Kill(Role.FOLLOWER_IN_ISR)).targets == {"broker": 2}
+    assert sim.apply(Restart(Role.OUT_OF_SYNC)).targets == {"broker": 1}
+    assert sim.apply(Kill(Role.CONTROLLER)).targets == {"broker": 4}
+    assert sim.apply(Pause(Role.ANY_BROKER)).targets == {"broker": 1}
+    assert sim.apply(Kill(Role.ANY_BROKER)).targets == {"broker": 3}  # 1 is paused, 2 stopped
+
+
+def test_a_paused_leader_loses_its_session_and_comes_back_as_a_follower() -> None:
+    three = Cluster(brokers=3, replication_factor=3)
+    steps = (Produce(5), Pause(Role.LEADER), Wait(7), Produce(2), Resume(1), Produce(1))
+    p = simulate(Schedule(three, steps=steps), KIP101)
+    assert "step 2: broker 1 loses its session (paused, 7 s)" in p.events
+    assert p.steps[3].targets == {"to": 2}
+    assert "step 4: broker 1 follows broker 2 in epoch 1" in p.events
+    assert p.outcome is Outcome.CONSISTENT and p.isr == [1, 2, 3]
+
+
+def test_a_short_pause_keeps_the_session() -> None:
+    p = simulate(Schedule(TWO, steps=(Pause(1), Wait(5), Resume(1), Produce(1))), KIP101)
+    assert p.leader == 1 and p.leader_epoch == 0 and p.steps[3].targets == {"to": 1}
+
+
+def test_a_zombie_leader_acknowledges_acks_1_writes_that_are_then_lost() -> None:
+    # KIP-359: produce requests carry no leader epoch, so a deposed leader that does not
+    # know it was deposed keeps acknowledging acks=1; acks=all it cannot complete.
+    steps = (
+        Produce(2),
+        ExpireSession(Role.LEADER),
+        Produce(3, "1", to=1),
+        Produce(1, "all", to=1),
+        Produce(2),
+    )
+    p = simulate(Schedule(TWO, steps=steps), KIP101)
+    assert p.steps[2].targets == {"to": 1} and p.steps[4].targets == {"to": 2}
+    assert ids(p.lost_acks1) == [1] and p.lost_acknowledged == []
+    assert p.outcome is Outcome.CONSISTENT and p.failure() is None
+
+
+def test_power_loss_keeps_what_was_flushed() -> None:
+    # SIGTERM flushes; the restart's log recovery is the new recovery point; what came
+    # after is lost with the power.
+    steps = (Produce(2), Kill(2, "SIGTERM"), Restart(2), Produce(3), PowerLoss(2), Restart(2))
+    p = simulate(Schedule(TWO, steps=steps), KIP101)
+    assert "step 4: broker 2 loses power; unflushed [2, 4] gone" in p.events
+    assert p.outcome is Outcome.CONSISTENT and p.logs[2] == p.logs[1]  # it refetched [2, 4]
+
+
+def test_flush_messages_moves_the_flush_point() -> None:
+    flushing = Cluster(brokers=3, replication_factor=2, topic_config=TopicConfig(flush_messages=3))
+    steps = (Produce(2), Produce(2), Produce(1), PowerLoss(1))
+    p = simulate(Schedule(flushing, steps=steps), KIP101)
+    # Flushed after the second batch (4 messages >= 3), not after the third (1 message).
+    assert "step 3: broker 1 loses power; unflushed [4, 4] gone" in p.events
+
+
+def test_power_loss_of_every_isr_member_halts_the_follower_before_2_0() -> None:
+    # The last ISR member comes back empty and leads; the follower's log is longer, and
+    # with unclean elections disabled Kafka before 2.0 halts rather than truncate it
+    # (ReplicaFetcherThread.handleOffsetOutOfRange): the partition is stuck.
+    steps = (
+        Produce(2),
+        Kill(2, "SIGTERM"),
+        Restart(2),
+        Produce(3, "1"),
+        PowerLoss(2),
+        PowerLoss(1),
+    )
+    p = simulate(Schedule(TWO, steps=steps), KIP101)
+    assert p.outcome is Outcome.STUCK and p.stuck[2].startswith("halted: log end offset 2")
+    assert p.power_losses == 2 and ids(p.lost_acknowledged) == [0]
+
+
+def test_sigterm_moves_leadership_before_the_leader_stops() -> None:
+    p = simulate(Schedule(TWO, steps=(Produce(1), Kill(1, "SIGTERM"), Produce(1))), KIP101)
+    assert "step 1: controlled shutdown: broker 2 leads in epoch 1" in p.events
+    assert p.steps[2].targets == {"to": 2} and p.lost_acknowledged == []
+
+
+def test_the_zookeeper_controller_moves_when_its_broker_dies() -> None:
+    p = simulate(Schedule(TWO, steps=(Kill(Role.CONTROLLER), Kill(Role.LEADER))), KIP101)
+    assert "step 0: broker 1 becomes the controller" in p.events
+    assert "step 1: broker 2 becomes the controller" in p.events
+    assert p.leader == 2 and p.outcome is Outcome.CONSISTENT
+
+
+def test_a_broker_cut_from_the_controller_keeps_its_old_view() -> None:
+    # Broker 2 restarts but cannot hear from the controller (3): no LeaderAndIsr, so it
+    # neither follows nor fetches until healed.
+    steps = (Produce(2), Cut(2, Role.CONTROLLER), Kill(2), Restart(2), Produce(1))
+    sim = Simulator(TWO, KIP101)
+    for step in steps:
+        sim.apply(step)
+    assert sim.replicas[2].role is None and sim.replicas[2].leo == 2
+    assert simulate(Schedule(TWO, steps=steps), KIP101).logs[2] == [(0, 1, 0), (2, 2, 1)]
+
+
+def test_unclean_elections_rf3() -> None:
+    three = Cluster(
+        brokers=4,
+        replication_factor=3,
+        controller=4,
+        topic_config=TopicConfig(1, True),
+    )
+    steps = (
+        HoldBack(2),
+        HoldBack(3),
+        Wait(11),
+        Produce(5, "1"),
+        Kill(1),
+        ElectUnclean(),
+        Produce(2),
+    )
+    p = simulate(Schedule(three, steps=steps), KIP101)
+    assert "step 4: controller elects out-of-sync broker 2 (unclean, epoch 1)" in p.events
+    assert p.steps[5].status == "skipped"  # the controller already did it
+    assert p.unclean_elections == 1 and ids(p.lost_acks1) == [0]
+    assert p.outcome is Outcome.CONSISTENT and p.logs[1] == p.logs[2] == p.logs[3]
+
+
+def test_unclean_election_by_step_when_the_last_isr_member_is_down() -> None:
+    clean_then = Cluster(brokers=3, replication_factor=2, topic_config=TopicConfig(1, True))
+    sim = Simulator(clean_then, KIP101)
+    sim.apply(Kill(2))  # out of the ISR
+    sim.apply(Produce(1, "1"))
+    sim.apply(Kill(1))  # offline: broker 2 is stopped, nothing to elect
+    sim.apply(Restart(2))  # ... and now the controller elects it, uncleanly
+    assert sim.ctl.leader == 2 and sim.unclean_elections == 1
+    assert sim.apply(ElectUnclean(2)).status == "skipped"
+
+
+def test_diverging_epoch_fetches_are_fenced_by_epoch() -> None:
+    # From 2.7 a fetch carries the follower's leader epoch (KIP-320): a follower that missed
+    # an epoch bump (here the controller's, dropping broker 3 from the ISR) cannot fetch.
+    three = Cluster(brokers=4, replication_factor=3, controller=4)
+    steps = (Cut(2, Role.CONTROLLER), Kill(3), Produce(1, "1"))
+    for protocol, fetched in ((DIVERGING, 0), (KIP279, 1)):
+        sim = Simulator(three, protocol)
+        for step in steps:
+            sim.apply(step)
+        assert (sim.replicas[1].epoch, sim.replicas[2].epoch) == (1, 0)
+        assert sim.replicas[2].leo == fetched, protocol
+
+
+def test_the_prediction_is_deterministic_and_serialisable() -> None:
+    for protocol in Protocol:
+        first = simulate(kip279_s1(20), protocol).to_dict()
+        assert simulate(kip279_s1(20), protocol).to_dict() == first
+        assert json.loads(json.dumps(first)) == first
+
+
+def test_protocols_by_release() -> None:
+    assert [protocol_for_release(v) for v in ("0.10.2.2", "1.1.1", "2.0.1", "2.6.3", "2.7.0")] == [
+        HW,
+        KIP101,
+        KIP279,
+        KIP279,
+        DIVERGING,
+    ]
+
+
+def test_epoch_on_election_option() -> None:
+    # Before KAFKA-7415 (2.1) a leader wrote its epoch with its first append only.
+    sim = Simulator(TWO, KIP279, SimOptions(epoch_on_election=False))
+    sim.apply(Kill(1, "SIGTERM"))
+    assert sim.replicas[2].epochs == []
+    sim = Simulator(TWO, KIP279)
+    sim.apply(Kill(1, "SIGTERM"))
+    assert sim.replicas[2].epochs == [(1, 0)]
+
+
+def test_replication_factors_outside_the_model() -> None:
+    with pytest.raises(SimulationError, match="replication factors 2 and 3, not 1"):
+        Simulator(Cluster(replication_factor=1), KIP101)
+
+
+def test_quorum_cut_without_waiting_expires_as_time_passes() -> None:
+    p = simulate(Schedule(TWO, steps=(Cut(1, QUORUM), Wait(3), Wait(3), Produce(1))), KIP101)
+    assert "step 2: broker 1 loses its session (running, 6 s)" in p.events
+    assert p.steps[3].targets == {"to": 2}
+
+
+def test_a_follower_without_a_session_that_still_fetches() -> None:
+    # ZooKeeper mode: the controller drops it from the ISR once; its leader, still served
+    # by its fetches, adds it straight back (faults/session.py). KRaft keeps a fenced
+    # broker out of the ISR (KIP-841).
+    for mode, isr in (("zk", [1, 2]), ("kraft", [1])):
+        cluster = Cluster(
+            mode=mode, brokers=3, replication_factor=2, controller=3 if mode == "zk" else None
+        )
+        sim = Simulator(cluster, KIP279)
+        record = sim.apply(ExpireSession(2))
+        assert sim.ctl.isr == isr, mode
+        assert "controller removes failed broker 2 from the ISR [1]" in " ".join(record.events)
+
+
+def test_near_misses_for_ranking() -> None:
+    p = simulate(kip279_s1(20), KIP101)
+    # The preferred election left A, cut off, holding [11, 20] that B lacked; B's write
+    # made the two ISR members differ; A's re-election put the difference in front of B.
+    assert (p.risky_elections, p.max_isr_divergence, p.divergent_failovers) == (1, 1, 1)
+    assert p.isr_gap and p.clean_elections == 3
+    quiet = simulate(Schedule(TWO, steps=(Produce(3), Kill(1), Restart(1))), KIP101)
+    assert (quiet.risky_elections, quiet.max_isr_divergence, quiet.divergent_failovers) == (0, 0, 0)
+    assert not quiet.isr_gap and quiet.clean_elections == 1

@@ -1,0 +1,438 @@
+"""Shrink a failing schedule to a minimal one that still fails the same way.
+
+Delta debugging against a runner: a callable that runs a schedule (on real brokers, or in
+the simulator) and returns the kind of failure it saw ("diverged", "stuck", ...) or None
+when the run passed. Runs on real clusters are not perfectly repeatable, so a candidate
+counts as failing only if it fails again when re-run (`confirm` runs in a row, all with
+the original failure's kind), as Hypothesis treats flaky examples; a candidate that fails
+and then passes is recorded as flaky and not taken. The original itself must fail
+`confirm` times, or there is nothing to shrink.
+
+Candidates, in passes repeated until none makes progress or the budget of runs is spent:
+
+1. drop steps: chunks of half the schedule, then quarters, down to single steps (and, as
+   a last resort, any two steps apart);
+2. merge: adjacent heals into one heal of everything, a heal of one link into a heal of
+   everything, adjacent produces (same acks and target) into one;
+3. reduce: produce counts (to 1, to half, by one), power-loss `lose`, wait seconds;
+4. simplify targets: a broker id or role becomes a simpler role (ROLE_ORDER), SIGTERM
+   becomes SIGKILL;
+5. simplify the cluster: a replication factor of 3 becomes 2, min.insync.replicas 1,
+   per-broker overrides go, fewer brokers.
+
+Every candidate is checked as a schedule file would be (an invalid one is never run), and
+a candidate already tried is not run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from suites.explore.schedule import (
+    QUORUM,
+    Cluster,
+    Heal,
+    Kill,
+    PowerLoss,
+    Produce,
+    Role,
+    Schedule,
+    ScheduleError,
+    Step,
+    Wait,
+    dumps,
+    step_targets,
+    validate,
+)
+
+Runner = Callable[[Schedule], str | None]
+
+# Simpler first: the roles a replay resolves most predictably, then broker ids.
+ROLE_ORDER: tuple[Any, ...] = (
+    Role.LEADER,
+    Role.FOLLOWER_IN_ISR,
+    Role.OUT_OF_SYNC,
+    Role.ANY_BROKER,
+    Role.CONTROLLER,
+)
+
+FAILING, PASSING, FLAKY, INVALID = "failing", "passing", "flaky", "invalid"
+
+
+@dataclass
+class Attempt:
+    number: int
+    change: str  # what this candidate changed, in words
+    steps: int  # its length
+    runs: list[str | None]  # what each run returned
+    verdict: str  # FAILING (confirmed), PASSING, FLAKY (failed, then not), INVALID
+    schedule: Schedule | None = None
+    problem: str = ""  # why an invalid candidate was not run
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "change": self.change,
+            "steps": self.steps,
+            "runs": self.runs,
+            "verdict": self.verdict,
+            "problem": self.problem,
+        }
+
+
+@dataclass
+class ShrinkResult:
+    original: Schedule
+    minimal: Schedule
+    failure: str | None  # the kind of failure kept throughout (None: never reproduced)
+    reproducible: bool
+    attempts: list[Attempt] = field(default_factory=list)
+    runs: int = 0
+    exhausted: bool = False  # the budget ran out before no pass made progress
+
+    def log(self) -> list[str]:
+        lines = []
+        for a in self.attempts:
+            runs = ", ".join(r or "pass" for r in a.runs) or "not run"
+            extra = f": {a.problem}" if a.problem else ""
+            lines.append(f"#{a.number} {a.change} ({a.steps} steps): {a.verdict} [{runs}]{extra}")
+        return lines
+
+
+class _Budget(Exception):
+    pass
+
+
+class _Shrinker:
+    def __init__(self, runner: Runner, budget: int, confirm: int, same_failure: bool) -> None:
+        self.runner = runner
+        self.budget = budget
+        self.confirm = max(1, confirm)
+        self.same_failure = same_failure
+        self.runs = 0
+        self.attempts: list[Attempt] = []
+        self.tried: dict[str, str] = {}
+        self.retried: set[str] = set()
+        self.failure: str | None = None
+
+    def _run(self, schedule: Schedule) -> str | None:
+        if self.runs >= self.budget:
+            raise _Budget
+        self.runs += 1
+        return self.runner(schedule)
+
+    def check(self, candidate: Schedule, change: str) -> bool:
+        """Does the candidate fail, confirmed, the same way? Records the attempt."""
+        attempt = Attempt(len(self.attempts) + 1, change, len(candidate.steps), [], PASSING)
+        try:
+            candidate = validate(candidate)
+        except ScheduleError as exc:
+            attempt.verdict, attempt.problem = INVALID, str(exc)
+            self.attempts.append(attempt)
+            return False
+        key = _key(candidate)
+        if key in self.tried:
+            # Decided already, except that a flaky candidate gets one more chance (a real
+            # cluster's bad luck should not rule a step out for the whole shrink).
+            if self.tried[key] != FLAKY or key in self.retried:
+                return self.tried[key] == FAILING
+            self.retried.add(key)
+        if self.runs + self.confirm > self.budget:
+            raise _Budget  # not enough runs left to confirm a failure
+        attempt.schedule = candidate
+        self.attempts.append(attempt)
+        for i in range(self.confirm):
+            result = self._run(candidate)
+            attempt.runs.append(result)
+            if self._matches(result):
+                continue
+            if i > 0:
+                attempt.verdict = FLAKY  # failed, then did not: not taken
+            elif result is not None:
+                attempt.problem = f"fails as {result!r}, not {self.failure!r}"
+            break
+        else:
+            attempt.verdict = FAILING
+        self.tried[key] = attempt.verdict
+        return attempt.verdict == FAILING
+
+    def _matches(self, result: str | None) -> bool:
+        if result is None:
+            return False
+        return not self.same_failure or result == self.failure
+
+
+def _key(schedule: Schedule) -> str:
+    return dumps(replace(schedule, origin={}))
+
+
+def shrink(
+    schedule: Schedule,
+    runner: Runner,
+    *,
+    budget: int = 200,
+    confirm: int = 2,
+    same_failure: bool = True,
+) -> ShrinkResult:
+    """Shrink `schedule` against `runner` within `budget` runs. The minimal schedule keeps
+    the original's seed; its origin says where it came from."""
+    s = _Shrinker(runner, budget, confirm, same_failure)
+    result = ShrinkResult(schedule, schedule, None, False)
+    first = Attempt(1, "the original", len(schedule.steps), [], PASSING, schedule)
+    s.attempts.append(first)
+    try:
+        for _ in range(s.confirm):
+            outcome = s._run(schedule)
+            first.runs.append(outcome)
+            if outcome is None or (s.failure is not None and outcome != s.failure):
+                break
+            s.failure = outcome
+        else:
+            first.verdict = FAILING
+    except _Budget:
+        pass
+    if first.verdict != FAILING:
+        first.verdict = FLAKY if any(first.runs) else PASSING
+        return _finish(result, s, reproducible=False)
+    s.tried[_key(schedule)] = FAILING
+    current = schedule
+    try:
+        progress = True
+        while progress:
+            progress = False
+            for shrink_pass in (
+                _drop,
+                _merge,
+                _reduce,
+                _simplify_targets,
+                _simplify_cluster,
+                _drop_pairs,
+            ):
+                improved = shrink_pass(current, s)
+                if improved is not None:
+                    current, progress = improved, True
+                    break  # back to the cheap passes first
+        result.exhausted = False
+    except _Budget:
+        result.exhausted = True
+    result.minimal = current
+    return _finish(result, s, reproducible=True)
+
+
+def _finish(result: ShrinkResult, s: _Shrinker, *, reproducible: bool) -> ShrinkResult:
+    result.failure = s.failure
+    result.reproducible = reproducible
+    result.attempts = s.attempts
+    result.runs = s.runs
+    if reproducible:
+        origin = {k: v for k, v in result.original.origin.items() if not k.startswith("shrunk")}
+        origin.update(
+            {
+                "shrunk_from_steps": len(result.original.steps),
+                "shrunk_runs": s.runs,
+                "shrunk_failure": s.failure,
+            }
+        )
+        result.minimal = replace(result.minimal, origin=origin)
+    return result
+
+
+# -- passes: each returns a smaller schedule that still fails, or None --------------------
+
+
+def _first_failing(
+    current: Schedule, s: _Shrinker, candidates: Iterator[tuple[Schedule, str]]
+) -> Schedule | None:
+    for candidate, change in candidates:
+        if s.check(candidate, change):
+            return candidate
+    return None
+
+
+def _drop(current: Schedule, s: _Shrinker) -> Schedule | None:
+    """Remove chunks of steps: halves, then quarters, down to single steps (delta
+    debugging's complements). After a chunk goes, the next chunk starts where it was."""
+    improved = None
+    size = max(1, len(current.steps) // 2)
+    while current.steps and size >= 1:
+        start = 0
+        while start < len(current.steps):
+            steps = list(current.steps)
+            end = min(start + size, len(steps)) - 1
+            what = f"drop step {start}" if start == end else f"drop steps {start}-{end}"
+            candidate = current.with_steps(steps[:start] + steps[start + size :])
+            if s.check(candidate, what):
+                current = improved = candidate
+            else:
+                start += size
+        size //= 2
+    return improved
+
+
+def _drop_pairs(current: Schedule, s: _Shrinker) -> Schedule | None:
+    """Remove two steps that are not next to each other: a fault and what it set up for
+    (a hold-back and the write it held back) often go only together."""
+
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        steps = list(current.steps)
+        for i in range(len(steps)):
+            for j in range(i + 2, len(steps)):
+                rest = steps[:i] + steps[i + 1 : j] + steps[j + 1 :]
+                yield current.with_steps(rest), f"drop steps {i} and {j}"
+
+    return _repeat(current, s, candidates)
+
+
+def _merge(current: Schedule, s: _Shrinker) -> Schedule | None:
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        steps = list(current.steps)
+        for i in range(len(steps) - 1):
+            a, b = steps[i], steps[i + 1]
+            if isinstance(a, Heal) and isinstance(b, Heal):
+                merged = [*steps[:i], Heal(), *steps[i + 2 :]]
+                yield current.with_steps(merged), f"merge the heals at steps {i} and {i + 1}"
+            if (
+                isinstance(a, Produce)
+                and isinstance(b, Produce)
+                and (a.acks, a.to) == (b.acks, b.to)
+            ):
+                merged = [*steps[:i], replace(a, count=a.count + b.count), *steps[i + 2 :]]
+                yield current.with_steps(merged), f"merge the produces at steps {i} and {i + 1}"
+        for i, step in enumerate(steps):
+            if isinstance(step, Heal) and step.a is not None:
+                yield (
+                    current.with_steps([*steps[:i], Heal(), *steps[i + 1 :]]),
+                    (f"step {i} heals every cut"),
+                )
+
+    return _repeat(current, s, candidates)
+
+
+def _repeat(
+    current: Schedule,
+    s: _Shrinker,
+    make: Callable[[Schedule], Iterator[tuple[Schedule, str]]],
+) -> Schedule | None:
+    """Apply a pass's first failing candidate, again and again, while one fails."""
+    improved = None
+    while True:
+        found = _first_failing(current, s, make(current))
+        if found is None:
+            return improved
+        current = improved = found
+
+
+def _smaller(value: int) -> list[int]:
+    return sorted({v for v in (1, value // 2, value - 1) if 1 <= v < value})
+
+
+def _reduce(current: Schedule, s: _Shrinker) -> Schedule | None:
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        steps = list(current.steps)
+        for i, step in enumerate(steps):
+            options: list[tuple[Step, str]] = []
+            if isinstance(step, Produce):
+                options = [
+                    (replace(step, count=c), f"count {step.count} -> {c}")
+                    for c in _smaller(step.count)
+                ]
+            elif isinstance(step, PowerLoss) and step.lose is not None:
+                options = [
+                    (replace(step, lose=c), f"lose {step.lose} -> {c}") for c in _smaller(step.lose)
+                ]
+            elif isinstance(step, Wait) and step.seconds > 1:
+                options = [
+                    (replace(step, seconds=v), f"wait {step.seconds:g} -> {v:g} s")
+                    for v in sorted({1, step.seconds / 2})
+                    if v < step.seconds
+                ]
+            for new, what in options:
+                yield current.with_steps([*steps[:i], new, *steps[i + 1 :]]), f"step {i}: {what}"
+
+    return _repeat(current, s, candidates)
+
+
+def _simpler_targets(value: Any) -> list[Any]:
+    if value == QUORUM or value is None:
+        return []
+    if isinstance(value, Role):
+        return list(ROLE_ORDER[: ROLE_ORDER.index(value)])
+    return [*ROLE_ORDER, *range(1, value)]
+
+
+def _simplify_targets(current: Schedule, s: _Shrinker) -> Schedule | None:
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        steps = list(current.steps)
+        for i, step in enumerate(steps):
+            for name, value in step_targets(step):
+                for simpler in _simpler_targets(value):
+                    new = replace(step, **{name: simpler})
+                    yield (
+                        current.with_steps([*steps[:i], new, *steps[i + 1 :]]),
+                        (f"step {i}: {name} {value} -> {simpler}"),
+                    )
+            if isinstance(step, Kill) and step.signal == "SIGTERM":
+                new = replace(step, signal="SIGKILL")
+                yield (
+                    current.with_steps([*steps[:i], new, *steps[i + 1 :]]),
+                    (f"step {i}: SIGTERM -> SIGKILL"),
+                )
+
+    return _repeat(current, s, candidates)
+
+
+def _simplify_cluster(current: Schedule, s: _Shrinker) -> Schedule | None:
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        c = current.cluster
+        options: list[tuple[Cluster, str]] = []
+        if c.replication_factor == 3:
+            topic = replace(
+                c.topic_config, min_insync_replicas=min(c.topic_config.min_insync_replicas, 2)
+            )
+            options.append(
+                (
+                    replace(c, replication_factor=2, replicas=c.replicas[:2], topic_config=topic),
+                    "replication factor 3 -> 2",
+                )
+            )
+        if c.topic_config.min_insync_replicas > 1:
+            topic = replace(c.topic_config, min_insync_replicas=1)
+            options.append((replace(c, topic_config=topic), "min.insync.replicas -> 1"))
+        if c.topic_config.flush_messages is not None:
+            topic = replace(c.topic_config, flush_messages=None)
+            options.append((replace(c, topic_config=topic), "no flush.messages"))
+        if c.node_config:
+            options.append((replace(c, node_config={}), "no per-broker overrides"))
+        needed = max([*c.replicas, c.controller or 0, *_named_brokers(current)])
+        if c.brokers > max(needed, c.replication_factor, 2):
+            options.append(
+                (replace(c, brokers=c.brokers - 1), f"brokers {c.brokers} -> {c.brokers - 1}")
+            )
+        for cluster, what in options:
+            yield replace(current, cluster=cluster), what
+
+    return _repeat(current, s, candidates)
+
+
+def _named_brokers(schedule: Schedule) -> list[int]:
+    return [
+        v
+        for step in schedule.steps
+        for _, v in step_targets(step)
+        if isinstance(v, int) and not isinstance(v, bool)
+    ]
+
+
+# -- runners ------------------------------------------------------------------------------
+
+
+def simulated_runner(protocol: Any, options: Any = None) -> Runner:
+    """A runner that asks the simulator (checkers.simulate) instead of a cluster."""
+    from checkers.simulate import simulate
+
+    def run(schedule: Schedule) -> str | None:
+        return simulate(schedule, protocol, options=options).failure()
+
+    return run

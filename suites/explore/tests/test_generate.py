@@ -1,0 +1,221 @@
+"""Drawing candidate schedules, ranking them by the model, and the model-guided search."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from checkers.model import Protocol
+from checkers.simulate import simulate
+from suites.explore.generate import (
+    STEP_WEIGHTS,
+    Candidate,
+    DrawOptions,
+    SearchOptions,
+    draw,
+    draw_many,
+    evaluate,
+    first_hits,
+    kafka_6361_class,
+    mutate,
+    plan,
+    prescreen,
+    rank,
+    score,
+    search,
+)
+from suites.explore.schedule import (
+    BrokerConfig,
+    Cluster,
+    ElectPreferred,
+    ElectUnclean,
+    ExpireSession,
+    HoldBack,
+    Kill,
+    PowerLoss,
+    Produce,
+    Restart,
+    Schedule,
+    TopicConfig,
+    dumps,
+    validate,
+)
+
+KIP101 = Protocol.KIP_101
+
+
+def test_drawing_is_deterministic_per_seed_and_index() -> None:
+    first = [dumps(s) for s in draw_many(7, 30)]
+    assert [dumps(s) for s in draw_many(7, 30)] == first
+    assert dumps(draw(7, 12)) == first[12]  # a candidate does not depend on the others
+    assert [dumps(s) for s in draw_many(8, 30)] != first
+    assert draw(7, 12).origin == {"explore_seed": 7, "index": 12, "drawn": "aware"}
+
+
+def test_drawn_schedules_are_valid_and_vary() -> None:
+    schedules = draw_many(3, 100)
+    for s in schedules:
+        assert validate(s) == s
+        assert 1 <= len(s.steps) <= 12
+    kinds = Counter(step.KIND for s in schedules for step in s.steps)
+    assert kinds["produce"] == max(kinds.values())
+    assert {"kill", "restart", "hold-back", "expire-session", "elect-preferred"} <= set(kinds)
+    shapes = Counter(
+        (s.cluster.replication_factor, s.cluster.topic_config.min_insync_replicas)
+        for s in schedules
+    )
+    assert len(shapes) >= 3
+
+
+def test_model_aware_drawing_draws_only_steps_that_run() -> None:
+    for protocol in (KIP101, Protocol.KIP_279):
+        for s in draw_many(5, 40, DrawOptions(protocol=protocol)):
+            assert simulate(s, protocol).skipped == 0
+    blind = draw_many(5, 40, DrawOptions(aware=False))
+    assert sum(simulate(s, KIP101).skipped for s in blind) > 40
+    assert draw(5, 0, DrawOptions(aware=False)).origin["drawn"] == "blind"
+
+
+def test_without_unclean_no_schedule_enables_or_asks_for_unclean_elections() -> None:
+    for aware in (True, False):
+        for s in draw_many(11, 200, DrawOptions(aware=aware)):
+            assert not s.cluster.topic_config.unclean_leader_election_enable
+            assert not any(isinstance(step, ElectUnclean) for step in s.steps)
+    unclean = draw_many(11, 200, DrawOptions(unclean=True, aware=False))
+    assert all(s.cluster.topic_config.unclean_leader_election_enable for s in unclean)
+    assert any(isinstance(step, ElectUnclean) for s in unclean for step in s.steps)
+
+
+def test_zero_weights_leave_a_kind_out() -> None:
+    options = DrawOptions(weights={**STEP_WEIGHTS, "power-loss": 0})
+    assert not any(
+        isinstance(step, PowerLoss) for s in draw_many(2, 100, options) for step in s.steps
+    )
+
+
+KAFKA_6361 = Schedule(
+    Cluster(
+        brokers=3,
+        replication_factor=2,
+        replicas=(2, 1),
+        controller=3,
+        broker_config=BrokerConfig(replica_lag_time_max_ms=600000),
+    ),
+    steps=(
+        Kill(2, "SIGTERM"),
+        Restart(2),
+        Produce(11),
+        HoldBack(2),
+        Produce(10, "1"),
+        ElectPreferred(),
+        Produce(10, "1"),
+        ExpireSession(2),
+        Produce(10, "1"),
+    ),
+)
+
+
+def test_kafka_6361_class() -> None:
+    assert kafka_6361_class(KAFKA_6361)
+    # Not the class: converges under KIP-101 (B wrote nothing in its epoch) ...
+    assert not kafka_6361_class(KAFKA_6361.with_steps(KAFKA_6361.steps[:6] + KAFKA_6361.steps[7:]))
+    # ... or needs unclean elections (KIP-101 appendix (a), fixed by KIP-279 too).
+    unclean = Schedule(
+        Cluster(brokers=3, replication_factor=2, controller=3, topic_config=TopicConfig(1, True)),
+        steps=(
+            Kill(2),
+            Produce(1, "1"),
+            Kill(1),
+            Restart(2),
+            Produce(1, "1"),
+            Kill(2),
+            Restart(1),
+            Produce(1, "1"),
+            Kill(1),
+            Restart(2),
+            Produce(1, "1"),
+            Restart(1),
+        ),
+    )
+    assert simulate(unclean, KIP101).failure() == "diverged"
+    assert not kafka_6361_class(unclean)
+
+
+def test_score_puts_findings_first_and_counts_near_misses() -> None:
+    finding = simulate(KAFKA_6361, KIP101)
+    assert finding.failure() == "diverged" and score(finding) >= 1100
+    near = simulate(KAFKA_6361.with_steps(KAFKA_6361.steps[:7]), KIP101)  # stops before A's return
+    quiet = simulate(KAFKA_6361.with_steps(KAFKA_6361.steps[:3]), KIP101)
+    assert near.failure() is None and 0 < score(near) < 1000
+    assert score(finding) > score(near) > score(quiet)
+
+
+def _candidate(index: int, schedule: Schedule) -> Candidate:
+    p = simulate(schedule, KIP101)
+    return Candidate(index, schedule, p, score(p))
+
+
+def test_rank_and_prescreen() -> None:
+    quiet = KAFKA_6361.with_steps(KAFKA_6361.steps[:3])
+    candidates = [
+        _candidate(0, quiet),
+        _candidate(1, KAFKA_6361),
+        _candidate(2, quiet),
+        _candidate(3, KAFKA_6361),
+    ]
+    assert [c.index for c in rank(candidates)] == [1, 3, 0, 2]  # ties keep their order
+    assert [c.index for c in prescreen(candidates)] == [1, 3]
+
+
+def test_findings_of_different_kinds_take_turns_in_the_ranking() -> None:
+    power = Schedule(
+        Cluster(brokers=3, replication_factor=2, controller=3),
+        steps=(
+            Produce(2),
+            Kill(2, "SIGTERM"),
+            Restart(2),
+            Produce(3, "1"),
+            PowerLoss(2),
+            PowerLoss(1),
+        ),
+    )
+    candidates = [_candidate(i, KAFKA_6361) for i in range(3)] + [_candidate(3, power)]
+    assert candidates[3].signature == "stuck/power-loss"
+    assert candidates[0].score > candidates[3].score
+    assert [c.index for c in rank(candidates)] == [0, 3, 1, 2]
+
+
+def test_mutation_and_search_are_deterministic() -> None:
+    import random
+
+    options = DrawOptions(protocol=KIP101)
+    parent = draw(4, 0, options)
+    children = [dumps(mutate(parent, random.Random(i), options)) for i in range(20)]
+    assert children == [dumps(mutate(parent, random.Random(i), options)) for i in range(20)]
+    assert len(set(children)) > 10
+    small = SearchOptions(rounds=2, elite=10)
+    one = [dumps(c.schedule) for c in search(4, 30, KIP101, options, small)]
+    assert one == [dumps(c.schedule) for c in search(4, 30, KIP101, options, small)]
+    for c in search(4, 30, KIP101, options, small):
+        assert validate(c.schedule) == c.schedule
+        assert c.schedule.origin["explore_seed"] == 4
+
+
+def test_unguided_plan_is_the_drawing_order() -> None:
+    drawn = plan(6, 20, KIP101, guided=False)
+    assert [c.index for c in drawn] == list(range(20))
+    assert [dumps(c.schedule) for c in drawn] == [
+        dumps(s) for s in draw_many(6, 20, DrawOptions(protocol=KIP101))
+    ]
+    assert [c.index for c in evaluate(draw_many(6, 3), KIP101, first_index=7)] == [7, 8, 9]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_guidance_ranks_a_kafka_6361_class_schedule_near_the_top(seed: int) -> None:
+    """Clean elections only, release 1.1.1's rules: among 200 candidates the model-guided
+    search puts a KAFKA-6361-class schedule in the first three; the first 200 drawn (no
+    guidance) hold none."""
+    figures = first_hits(seed, 200, KIP101, kafka_6361_class, limit=200)
+    assert figures.drawn_hits == 0 and figures.first_drawn is None
+    assert figures.first_guided is not None and figures.first_guided <= 3

@@ -1,0 +1,321 @@
+"""The schedule file format: round trips, and bad files that each name their field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fixtures.errors import LogforkError
+from suites.explore.schedule import (
+    FORMAT,
+    QUORUM,
+    BrokerConfig,
+    Cluster,
+    Cut,
+    ElectPreferred,
+    ElectUnclean,
+    ExpireSession,
+    Heal,
+    HoldBack,
+    Kill,
+    Pause,
+    PowerLoss,
+    Produce,
+    Restart,
+    Resume,
+    Role,
+    Schedule,
+    ScheduleError,
+    TopicConfig,
+    Wait,
+    dumps,
+    load_schedule,
+    loads,
+    parse_schedule,
+    to_dict,
+    validate,
+    write_schedule,
+)
+
+# Every step kind at least once, roles and ids, KIP-279 scenario 1's cluster shape.
+EVERYTHING = Schedule(
+    Cluster(
+        mode="zk",
+        brokers=3,
+        replication_factor=2,
+        replicas=(2, 1),
+        controller=3,
+        topic_config=TopicConfig(min_insync_replicas=1, unclean_leader_election_enable=True),
+        broker_config=BrokerConfig(replica_lag_time_max_ms=600000, session_timeout_ms=60000),
+        node_config={2: BrokerConfig(session_timeout_ms=6000)},
+    ),
+    seed=42,
+    steps=(
+        Produce(11),
+        HoldBack(),
+        Produce(10, "1"),
+        ElectPreferred(),
+        Produce(5, "1", to=2),
+        ExpireSession(2),
+        Cut(Role.LEADER, QUORUM),
+        Heal(1, QUORUM),
+        Heal(),
+        Kill(Role.FOLLOWER_IN_ISR, "SIGTERM"),
+        Restart(),
+        Pause(Role.CONTROLLER),
+        Resume(),
+        PowerLoss(Role.LEADER, lose=2),
+        PowerLoss(1),
+        ElectUnclean(),
+        Wait(5.5),
+    ),
+    origin={"explore_seed": 7, "index": 3},
+)
+
+GOLDEN = """\
+{
+  "format": 1,
+  "seed": 42,
+  "cluster": {
+    "mode": "zk",
+    "brokers": 3,
+    "replication_factor": 2,
+    "replicas": [2, 1],
+    "controller": 3,
+    "topic_config": {"min.insync.replicas": 1, "unclean.leader.election.enable": true},
+    "broker_config": {"replica.lag.time.max.ms": 600000, "zookeeper.session.timeout.ms": 60000, \
+"replica.high.watermark.checkpoint.interval.ms": 5000},
+    "node_config": {"2": {"zookeeper.session.timeout.ms": 6000}}
+  },
+  "steps": [
+    {"kind": "produce", "count": 11, "acks": "all", "to": "leader"},
+    {"kind": "hold-back", "target": "follower-in-isr"},
+    {"kind": "produce", "count": 10, "acks": "1", "to": "leader"},
+    {"kind": "elect-preferred"},
+    {"kind": "produce", "count": 5, "acks": "1", "to": 2},
+    {"kind": "expire-session", "target": 2},
+    {"kind": "cut", "a": "leader", "b": "quorum"},
+    {"kind": "heal", "a": 1, "b": "quorum"},
+    {"kind": "heal"},
+    {"kind": "kill", "target": "follower-in-isr", "signal": "SIGTERM"},
+    {"kind": "restart", "target": "any-broker"},
+    {"kind": "pause", "target": "controller"},
+    {"kind": "resume", "target": "any-broker"},
+    {"kind": "power-loss", "target": "leader", "lose": 2},
+    {"kind": "power-loss", "target": 1},
+    {"kind": "elect-unclean", "target": "out-of-sync-replica"},
+    {"kind": "wait", "seconds": 5.5}
+  ],
+  "origin": {"explore_seed": 7, "index": 3}
+}
+"""
+
+
+def test_writer_output_is_stable_one_line_per_step() -> None:
+    assert dumps(EVERYTHING) == GOLDEN
+
+
+def test_round_trip_object_text_object() -> None:
+    text = dumps(EVERYTHING)
+    assert loads(text) == EVERYTHING
+    assert dumps(loads(text)) == text  # and the text is canonical
+
+
+def test_round_trip_through_a_file(tmp_path: Path) -> None:
+    path = write_schedule(tmp_path / "s.json", EVERYTHING)
+    assert load_schedule(path) == EVERYTHING
+
+
+def test_defaults_fill_in_and_are_written_out() -> None:
+    minimal = {
+        "format": 1,
+        "cluster": {"replication_factor": 2},
+        "steps": [{"kind": "produce", "count": 3}, {"kind": "kill"}],
+    }
+    schedule = parse_schedule(minimal)
+    assert schedule.seed == 0 and schedule.cluster.replicas == (1, 2)
+    assert schedule.steps == (Produce(3, "all", Role.LEADER), Kill(Role.LEADER, "SIGKILL"))
+    written = to_dict(schedule)
+    # Every setting the model depends on is explicit in what the writer produces.
+    assert written["cluster"]["broker_config"] == {
+        "replica.lag.time.max.ms": 10000,
+        "zookeeper.session.timeout.ms": 6000,
+        "replica.high.watermark.checkpoint.interval.ms": 5000,
+    }
+    assert written["steps"][1] == {"kind": "kill", "target": "leader", "signal": "SIGKILL"}
+    assert parse_schedule(written) == schedule
+
+
+def test_kraft_cluster_round_trip() -> None:
+    schedule = Schedule(
+        Cluster(mode="kraft", brokers=3, replication_factor=3, controllers=3),
+        steps=(Cut(1, Role.CONTROLLER), ExpireSession(Role.LEADER), Heal()),
+    )
+    data = to_dict(schedule)
+    assert data["cluster"]["controllers"] == 3 and "controller" not in data["cluster"]
+    assert data["cluster"]["broker_config"]["broker.session.timeout.ms"] == 9000
+    assert loads(dumps(schedule)) == schedule
+
+
+def test_validate_checks_schedules_built_in_code() -> None:
+    assert validate(EVERYTHING) == EVERYTHING
+    bad = Schedule(Cluster(), steps=(ElectUnclean(),))  # unclean elections are disabled
+    with pytest.raises(ScheduleError, match=r"steps\[0\]\.kind: an unclean election needs"):
+        validate(bad)
+
+
+def _doc(**changes) -> dict:
+    doc = json.loads(dumps(EVERYTHING))
+    for path, value in changes.items():
+        *parents, last = path.split("/")
+        node = doc
+        for p in parents:
+            node = node[int(p)] if p.isdigit() else node[p]
+        if value is _DELETE:
+            del node[int(last) if last.isdigit() else last]
+        elif last.isdigit():
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return doc
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"format": _DELETE}, "format: missing (this logfork reads format 1)"),
+        ({"seed": -1}, "seed: must be a non-negative integer"),
+        ({"seed": "x"}, "seed: must be a non-negative integer"),
+        ({"cluster": _DELETE}, "cluster: missing"),
+        ({"cluster": []}, "cluster: must be an object, not a list"),
+        ({"cluster/mode": "raft"}, 'cluster.mode: must be "zk" or "kraft"'),
+        ({"cluster/brokers": 0}, "cluster.brokers: must be an integer from 1 to 9"),
+        (
+            {"cluster/replication_factor": 4},
+            "cluster.replication_factor: must be an integer from 1 to 3",
+        ),
+        ({"cluster/replication_factor": _DELETE}, "cluster.replication_factor: missing"),
+        ({"cluster/replicas": [1, 1]}, "cluster.replicas: must be a list of distinct broker ids"),
+        ({"cluster/replicas": [1, 2, 3]}, "cluster.replicas: must list replication_factor (2)"),
+        ({"cluster/controller": 5}, "cluster.controller: must be an integer from 1 to 3"),
+        ({"cluster/controllers": 3}, "cluster.controllers: KRaft mode only"),
+        ({"cluster/colour": "red"}, "cluster.colour: unknown field"),
+        (
+            {"cluster/topic_config/min.insync.replicas": 3},
+            "cluster.topic_config.min.insync.replicas: must be an integer from 1 to 2",
+        ),
+        (
+            {"cluster/topic_config/unclean.leader.election.enable": "yes"},
+            "cluster.topic_config.unclean.leader.election.enable: must be true or false",
+        ),
+        (
+            {"cluster/topic_config/retention.ms": 5},
+            "cluster.topic_config.retention.ms: unknown field",
+        ),
+        (
+            {"cluster/broker_config/broker.session.timeout.ms": 9000},
+            "cluster.broker_config.broker.session.timeout.ms: a KRaft setting, but the "
+            "cluster's mode is zk (use zookeeper.session.timeout.ms)",
+        ),
+        (
+            {"cluster/broker_config/replica.lag.time.max.ms": 0},
+            "cluster.broker_config.replica.lag.time.max.ms: must be an integer (positive)",
+        ),
+        ({"cluster/node_config": {"b2": {}}}, "cluster.node_config.b2: keys must be broker ids"),
+        ({"steps": {}}, "steps: must be a list, not an object"),
+        ({"steps": _DELETE}, "steps: missing"),
+        ({"steps/3": "produce"}, "steps[3]: must be an object, not a string"),
+        ({"steps/0/count": 0}, "steps[0].count: must be a positive integer (at most 100000)"),
+        ({"steps/0/count": True}, "steps[0].count: must be a positive integer"),
+        ({"steps/0/count": _DELETE}, "steps[0].count: missing"),
+        ({"steps/0/acks": "2"}, 'steps[0].acks: must be "all" or "1"'),
+        ({"steps/0/acks": 1}, 'steps[0].acks: must be "all" or "1"'),
+        (
+            {"steps/0/batch": 1},
+            "steps[0].batch: unknown field (expected one of: kind, count, acks, to)",
+        ),
+        ({"steps/1/kind": "hold"}, "steps[1].kind: unknown step kind 'hold'"),
+        ({"steps/1/kind": _DELETE}, "steps[1].kind: missing"),
+        ({"steps/5/target": 7}, "steps[5].target: broker 7 does not exist (brokers are 1 to 3)"),
+        (
+            {"steps/5/target": "the leader"},
+            "steps[5].target: must be a broker id or one of: leader",
+        ),
+        ({"steps/6/b": "zookeeper"}, "steps[6].b: must be a broker id or one of: leader, "),
+        ({"steps/7/b": _DELETE}, "steps[7]: a heal names both ends of a link (a and b) or neither"),
+        ({"steps/6/b": "leader"}, "steps[6].b: a link needs two different ends"),
+        ({"steps/9/signal": "SIGINT"}, 'steps[9].signal: must be "SIGKILL" or "SIGTERM"'),
+        ({"steps/13/lose": 0}, "steps[13].lose: must be a positive integer (batches) or null"),
+        ({"steps/16/seconds": 0}, "steps[16].seconds: must be a number of seconds above 0"),
+        (
+            {"cluster/topic_config/unclean.leader.election.enable": False},
+            "steps[15].kind: an unclean election needs cluster.topic_config."
+            "unclean.leader.election.enable set to true",
+        ),
+        ({"origin": {"list": [1]}}, "origin: must be an object of plain values"),
+        ({"extra": 1}, "extra: unknown field"),
+    ],
+)
+def test_bad_schedule_names_the_field_and_the_file(changes: dict, message: str) -> None:
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule(_doc(**changes), "bad.json")
+    text = str(info.value)
+    assert f"bad.json: {message}" in text, text
+
+
+def test_controller_role_in_kraft_only_as_a_cut_end() -> None:
+    doc = to_dict(Schedule(Cluster(mode="kraft", replication_factor=2), steps=(Kill(1),)))
+    doc["steps"][0]["target"] = "controller"
+    with pytest.raises(ScheduleError, match=r"steps\[0\]\.target: in KRaft mode the controller"):
+        parse_schedule(doc)
+    doc["steps"] = [{"kind": "cut", "a": 1, "b": "controller"}]
+    assert parse_schedule(doc).steps == (Cut(1, Role.CONTROLLER),)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    doc = _doc(**{"steps/0/count": -5, "steps/2/acks": "none", "cluster/mode": "raft"})
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule(doc, "s.json")
+    fields = [path for path, _ in info.value.problems]
+    assert fields == ["cluster.mode", "steps[0].count", "steps[2].acks"]
+    assert str(info.value).startswith("bad schedule s.json:\n  s.json: cluster.mode:")
+
+
+@pytest.mark.parametrize("version", [2, 0, "1", 1.0, None])
+def test_unknown_format_version(version) -> None:
+    doc = _doc(format=version)
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule(doc, "future.json")
+    text = str(info.value)
+    if version is None:
+        assert text == f"future.json: format: missing (this logfork reads format {FORMAT})"
+    else:
+        assert text == (
+            f"future.json: format: unknown format version {version!r}: this logfork reads "
+            "version 1 only (a newer logfork wrote this file?)"
+        )
+
+
+def test_files_that_are_not_schedules(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    with pytest.raises(ScheduleError, match=r"nope\.json: cannot read the file"):
+        load_schedule(missing)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": 1,\n  "steps": [}')
+    with pytest.raises(ScheduleError, match=r"broken\.json: not JSON: .* at line 2, column"):
+        load_schedule(broken)
+    listed = tmp_path / "list.json"
+    listed.write_text("[]")
+    with pytest.raises(ScheduleError, match=r"list\.json: a schedule is a JSON object, not a list"):
+        load_schedule(listed)
+
+
+def test_schedule_errors_are_user_errors() -> None:
+    error = ScheduleError([("steps[0].count", "must be a positive integer")], "f.json")
+    assert isinstance(error, LogforkError) and error.exit_code == 2
+    assert str(error) == "f.json: steps[0].count: must be a positive integer"

@@ -1,0 +1,206 @@
+"""The shrinker against simulated runners: the model itself, flaky ones, and crafted
+predicates."""
+
+from __future__ import annotations
+
+from checkers.model import Protocol
+from checkers.simulate import simulate
+from suites.explore.generate import kafka_6361_class
+from suites.explore.schedule import (
+    BrokerConfig,
+    Cluster,
+    Cut,
+    ElectPreferred,
+    ExpireSession,
+    Heal,
+    HoldBack,
+    Kill,
+    Produce,
+    Restart,
+    Role,
+    Schedule,
+    TopicConfig,
+    Wait,
+    validate,
+)
+from suites.explore.shrink import FAILING, FLAKY, ShrinkResult, shrink, simulated_runner
+
+KIP101 = Protocol.KIP_101
+TRUTH = simulated_runner(KIP101)
+
+# KAFKA-6361 (n == 20), padded with steps that change nothing that matters.
+PADDED = Schedule(
+    Cluster(
+        brokers=3,
+        replication_factor=2,
+        replicas=(2, 1),
+        controller=3,
+        broker_config=BrokerConfig(replica_lag_time_max_ms=600000),
+    ),
+    seed=5,
+    steps=(
+        Produce(3),
+        Kill(2, "SIGTERM"),
+        Wait(30),
+        Restart(2),
+        Wait(5),
+        Produce(11),
+        HoldBack(2),
+        Produce(10, "1"),
+        Cut(3, 1),
+        Heal(3, 1),
+        ElectPreferred(),
+        Produce(6, "1"),
+        Produce(4, "1"),
+        ExpireSession(2),
+        Produce(10, "1"),
+        Heal(),
+        Produce(2),
+    ),
+    origin={"explore_seed": 1, "index": 9},
+)
+
+
+def _check_log(result: ShrinkResult) -> None:
+    """Everything the shrinker took really fails; the runs add up."""
+    assert sum(len(a.runs) for a in result.attempts) == result.runs
+    for a in result.attempts:
+        if a.verdict == FAILING:
+            assert a.schedule is not None and TRUTH(a.schedule) == result.failure
+
+
+def test_shrinks_a_kafka_6361_schedule_on_the_model() -> None:
+    assert TRUTH(PADDED) == "diverged"
+    result = shrink(PADDED, TRUTH, budget=400)
+    assert result.reproducible and not result.exhausted and result.failure == "diverged"
+    minimal = result.minimal
+    assert len(minimal.steps) <= 8
+    assert TRUTH(minimal) == "diverged" and kafka_6361_class(minimal)
+    assert validate(minimal) == minimal and minimal.seed == PADDED.seed
+    assert minimal.origin == {
+        "explore_seed": 1,
+        "index": 9,
+        "shrunk_from_steps": len(PADDED.steps),
+        "shrunk_runs": result.runs,
+        "shrunk_failure": "diverged",
+    }
+    # 1-minimal: no single step can go.
+    for i in range(len(minimal.steps)):
+        assert TRUTH(minimal.with_steps(minimal.steps[:i] + minimal.steps[i + 1 :])) != "diverged"
+    _check_log(result)
+    assert result.log()[0] == "#1 the original (17 steps): failing [diverged, diverged]"
+
+
+class Flaky:
+    """The model as an unreliable cluster: every third run of a failing schedule passes,
+    every fifth run of a passing one fails (deterministically, by call count)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, schedule: Schedule) -> str | None:
+        self.calls += 1
+        truth = TRUTH(schedule)
+        if truth is not None and self.calls % 3 == 0:
+            return None
+        if truth is None and self.calls % 5 == 0:
+            return "diverged"
+        return truth
+
+
+def test_a_flaky_runner_never_makes_a_passing_candidate_count() -> None:
+    runner = Flaky()
+    result = shrink(PADDED, runner, budget=400)
+    assert result.reproducible and result.failure == "diverged"
+    assert TRUTH(result.minimal) == "diverged" and len(result.minimal.steps) <= 10
+    verdicts = [a.verdict for a in result.attempts]
+    assert FLAKY in verdicts
+    _check_log(result)
+    assert runner.calls == result.runs
+
+
+def test_an_original_that_does_not_fail_twice_is_not_shrunk() -> None:
+    calls = []
+
+    def once(schedule: Schedule) -> str | None:
+        calls.append(1)
+        return "diverged" if len(calls) == 1 else None
+
+    result = shrink(PADDED, once)
+    assert not result.reproducible and result.minimal == PADDED and result.runs == 2
+    assert result.attempts[0].verdict == FLAKY
+    result = shrink(PADDED, lambda s: None)
+    assert not result.reproducible and result.runs == 1 and result.failure is None
+
+
+def test_the_budget_bounds_the_runs() -> None:
+    result = shrink(PADDED, TRUTH, budget=40)
+    assert result.exhausted and result.runs <= 40
+    assert TRUTH(result.minimal) == "diverged" and len(result.minimal.steps) < len(PADDED.steps)
+
+
+def test_another_kind_of_failure_does_not_count() -> None:
+    # n < 20 would make the follower stuck instead: not the divergence being shrunk.
+    result = shrink(PADDED, TRUTH, budget=400)
+    slipped = [a for a in result.attempts if a.problem == "fails as 'stuck', not 'diverged'"]
+    assert slipped and all(a.verdict != FAILING for a in slipped)
+    anything = shrink(PADDED, TRUTH, budget=400, same_failure=False)
+    assert TRUTH(anything.minimal) in ("diverged", "stuck")
+
+
+def test_merges_and_reductions() -> None:
+    def records(schedule: Schedule) -> str | None:
+        total = sum(s.count for s in schedule.steps if isinstance(s, Produce))
+        healed = any(isinstance(s, Heal) for s in schedule.steps)
+        return "diverged" if total >= 7 and healed else None
+
+    schedule = Schedule(
+        Cluster(brokers=3, replication_factor=2),
+        steps=(Produce(4, "1"), Cut(1, 2), Produce(4, "1"), Heal(1, 2), Heal(), Wait(30)),
+    )
+    result = shrink(schedule, records)
+    assert result.minimal.steps == (Produce(7, "1"), Heal())
+    changes = [a.change for a in result.attempts if a.verdict == FAILING]
+    assert "merge the produces at steps 0 and 1" in changes
+    assert any(c.startswith("step 0: count 8 ->") for c in changes)
+
+
+def test_targets_signals_and_the_cluster_get_simpler() -> None:
+    def kills(schedule: Schedule) -> str | None:
+        return "stuck" if any(isinstance(s, Kill) for s in schedule.steps) else None
+
+    big = Cluster(
+        brokers=5,
+        replication_factor=3,
+        replicas=(3, 4, 5),
+        controller=1,
+        topic_config=TopicConfig(min_insync_replicas=2, flush_messages=10),
+        node_config={4: BrokerConfig(session_timeout_ms=9000)},
+    )
+    result = shrink(Schedule(big, steps=(Produce(5), Kill(4, "SIGTERM"), Wait(3))), kills)
+    assert result.minimal.steps == (Kill(Role.LEADER, "SIGKILL"),)
+    c = result.minimal.cluster
+    assert (c.replication_factor, c.replicas, c.topic_config, c.node_config) == (
+        2,
+        (3, 4),
+        TopicConfig(),
+        {},
+    )
+    assert c.brokers == 4  # broker 4 holds a replica: no fewer
+    assert simulate(result.minimal, KIP101).steps[0].status == "done"
+
+
+def test_invalid_candidates_are_never_run() -> None:
+    seen: list[Schedule] = []
+
+    def runner(schedule: Schedule) -> str | None:
+        seen.append(schedule)
+        return "diverged"
+
+    schedule = Schedule(
+        Cluster(brokers=3, replication_factor=3, replicas=(1, 2, 3)), steps=(Kill(3),)
+    )
+    result = shrink(schedule, runner)
+    for s in seen:
+        assert validate(s) == s
+    assert result.minimal.cluster.replication_factor == 2
