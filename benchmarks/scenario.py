@@ -2,7 +2,8 @@
 
     python -m benchmarks.scenario [--kafka-version 3.9.2] [--runs 3]
 
-The scenario's wall time is split into boot, faults, convergence, check and report. The
+The scenario's wall time is split into boot, faults, convergence, check, teardown and report
+(on the engine `logfork run` uses, local unless --report-engine spark). The
 protocol itself makes it wait for B's ZooKeeper session to expire (B's
 zookeeper.session.timeout.ms, plus up to one ZooKeeper tick: the server checks sessions once
 per tick) and for one replica fetch round once healed (replica.fetch.wait.max.ms). The ratio
@@ -42,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-version", default=NEWEST_3_9)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default="runs/bench", metavar="DIR")
+    parser.add_argument(
+        "--report-engine",
+        choices=("local", "spark"),
+        default="local",
+        help="the engine the report runs on, as `logfork run --report-engine` (default local)",
+    )
     args = parser.parse_args(argv)
     from reports.cli import report_run
 
@@ -50,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.runs):
         verdict = run(get(SCENARIO), args.kafka_version, "zk", out=Path(args.out))
         started = time.monotonic()
-        report_run(Path(verdict.run_dir), Path(args.out) / "report")
+        report_run(Path(verdict.run_dir), Path(args.out) / "report", engine=args.report_engine)
         phases = {**verdict.phases, "report": time.monotonic() - started}
         own = sum(phases.get(k, 0.0) for k in ("faults", "convergence", "check"))
         rows.append((phases, own))

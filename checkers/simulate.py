@@ -32,8 +32,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkers.abstract import from_spec
 from checkers.lineage import EpochStarts, Lineage
-from checkers.model import Outcome, Protocol, truncate_follower
+from checkers.model import Fate, truncate_follower
+from checkers.protocol import Protocol
 from checkers.verdict import DIVERGED, PartitionVerdict, judge_partition
 from suites.explore.schedule import (
     QUORUM,
@@ -63,21 +65,6 @@ LEADER, FOLLOWER = "leader", "follower"
 
 class SimulationError(Exception):
     """The schedule is outside what the simulator models."""
-
-
-def protocol_for_release(version: str) -> Protocol:
-    """The truncation rules of a release (with its default inter-broker protocol), as
-    suites.steps.protocol_for decides them for real clusters."""
-    from fixtures.releases import Release  # stdlib-only module; imported late to stay light
-
-    release = Release(version)
-    if not release.has_leader_epochs:
-        return Protocol.HIGH_WATERMARK
-    if not release.has_kip279:
-        return Protocol.KIP_101
-    if not release.at_least(2, 7):
-        return Protocol.KIP_279
-    return Protocol.DIVERGING_EPOCH
 
 
 @dataclass(frozen=True)
@@ -194,7 +181,7 @@ class StepRecord:
 @dataclass
 class Prediction:
     protocol: Protocol
-    outcome: Outcome
+    outcome: Fate
     diverged_at: int | None
     below_high_watermark: bool
     stuck: dict[int, str]
@@ -235,19 +222,19 @@ class Prediction:
         replicas converge; nothing stays stuck; with no unclean election (and no power
         loss, where KIP-966's rules decide instead) no acknowledged acks=all write is lost.
         None: the schedule passes."""
-        if self.outcome is Outcome.STUCK:
+        if self.outcome is Fate.STUCK:
             return "stuck"
-        if self.outcome is Outcome.DIVERGED:
+        if self.outcome is Fate.DIVERGED:
             return "diverged"
         if self.lost_acknowledged and not self.unclean_elections and not self.power_losses:
             return "lost-acknowledged"
         return None
 
     def summary(self) -> str:
-        if self.outcome is Outcome.STUCK:
+        if self.outcome is Fate.STUCK:
             who = ", ".join(f"broker {b} ({why})" for b, why in sorted(self.stuck.items()))
             head = f"stuck: {who}"
-        elif self.outcome is Outcome.DIVERGED:
+        elif self.outcome is Fate.DIVERGED:
             where = "below" if self.below_high_watermark else "above"
             head = f"diverged at offset {self.diverged_at} ({where} the high watermark)"
         else:
@@ -402,7 +389,7 @@ class Simulator:
     # -- logs -----------------------------------------------------------------------------
 
     def lineage(self, r: Replica) -> Lineage:
-        return Lineage.from_spec(
+        return from_spec(
             r.broker,
             [(b.base, b.last, b.epoch, b.tag) for b in r.batches],
             high_watermark=r.hw,
@@ -1167,11 +1154,11 @@ class Simulator:
         verdict = judge_partition(lineages, leader=self.ctl.leader, protocol=self.protocol)
         stuck = {b: r.stuck for b, r in sorted(self.replicas.items()) if r.stuck}
         if stuck:
-            outcome = Outcome.STUCK
+            outcome = Fate.STUCK
         elif verdict.status == DIVERGED:
-            outcome = Outcome.DIVERGED
+            outcome = Fate.DIVERGED
         else:
-            outcome = Outcome.CONSISTENT
+            outcome = Fate.CONSISTENT
         lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
         held = {(b.base, b.last, b.tag) for b in lead.batches} if lead else set()
         lost = [w for w in self.writes if w.acknowledged and not set(w.batches) <= held]

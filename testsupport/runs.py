@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from checkers.abstract import from_spec
 from checkers.audit import audit
 from checkers.encode import encode_v2_batch
 from checkers.model import truncate_follower
@@ -26,7 +27,6 @@ from runrecord.rundir import RunDir
 from runrecord.states import StateRecord
 from testsupport import craft
 from testsupport.craft import PartitionSpec
-from testsupport.lineages import from_spec
 
 T0 = 1_795_300_000.0  # wall-clock start of crafted runs (seconds)
 HOSTILE = "<script>alert(1)</script>"

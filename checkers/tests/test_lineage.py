@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from checkers.abstract import from_spec
 from checkers.errors import BadCheckpoint, BadPropertiesFile, UnreadableFile
 from checkers.lineage import (
     Lineage,
@@ -14,7 +15,6 @@ from checkers.lineage import (
 )
 from testsupport import craft
 from testsupport.craft import PartitionSpec
-from testsupport.lineages import from_spec
 
 
 def spans(lineage: Lineage) -> list[tuple[int, int, int]]:

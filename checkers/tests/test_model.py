@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from checkers.abstract import from_spec
 from checkers.model import (
     Fate,
     Protocol,
@@ -15,7 +16,6 @@ from checkers.model import (
     end_offset_kip279,
     truncate_follower,
 )
-from testsupport.lineages import from_spec
 
 
 def spans(batches: list) -> list[tuple[int, int, int]]:

@@ -7,14 +7,15 @@ import json
 
 import pytest
 
-from checkers.model import Outcome, Protocol
+from checkers.model import Fate
+from checkers.protocol import Protocol
 from checkers.simulate import (
     SimOptions,
     SimulationError,
     Simulator,
-    protocol_for_release,
     simulate,
 )
+from fixtures.releases import Release
 from suites.explore.schedule import (
     QUORUM,
     BrokerConfig,
@@ -81,7 +82,7 @@ KIP101_S1 = Schedule(
 def test_kip101_scenario1_before_0_11_loses_acknowledged_m2() -> None:
     p = simulate(KIP101_S1, HW)
     assert ids(p.lost_acknowledged) == [1]  # m2
-    assert p.outcome is Outcome.CONSISTENT and p.logs == {A: [(0, 0, -1)], B: [(0, 0, -1)]}
+    assert p.outcome is Fate.CONSISTENT and p.logs == {A: [(0, 0, -1)], B: [(0, 0, -1)]}
     assert (
         "step 5: broker 1: follower truncated to its high watermark 1 (pre-KIP-101 rules); "
         "follower truncated [1, 1] (log end offset now 1)" in p.events
@@ -92,7 +93,7 @@ def test_kip101_scenario1_before_0_11_loses_acknowledged_m2() -> None:
 @pytest.mark.parametrize("protocol", EPOCHS)
 def test_kip101_scenario1_with_leader_epochs_keeps_m2(protocol: Protocol) -> None:
     p = simulate(KIP101_S1, protocol)
-    assert p.lost_acknowledged == [] and p.outcome is Outcome.CONSISTENT
+    assert p.lost_acknowledged == [] and p.outcome is Fate.CONSISTENT
     assert [s[:2] for s in p.logs[A]] == [(0, 0), (1, 1)] and p.logs[A] == p.logs[B]
 
 
@@ -118,7 +119,7 @@ KIP101_S2 = Schedule(
 
 def test_kip101_scenario2_before_0_11_diverges() -> None:
     p = simulate(KIP101_S2, HW)
-    assert p.outcome is Outcome.DIVERGED and p.diverged_at == 1 and p.below_high_watermark
+    assert p.outcome is Fate.DIVERGED and p.diverged_at == 1 and p.below_high_watermark
     assert p.failure() == "diverged" and p.power_losses == 2
     versions = {tuple(v.replicas): v.batch.span for v in p.verdict.versions}
     assert versions == {(A,): "[1, 1]", (B,): "[1, 1]"}
@@ -127,7 +128,7 @@ def test_kip101_scenario2_before_0_11_diverges() -> None:
 @pytest.mark.parametrize("protocol", EPOCHS)
 def test_kip101_scenario2_with_leader_epochs_converges(protocol: Protocol) -> None:
     p = simulate(KIP101_S2, protocol)
-    assert p.outcome is Outcome.CONSISTENT
+    assert p.outcome is Fate.CONSISTENT
     assert p.logs[A] == p.logs[B] and len(p.logs[A]) == 2
     # m2 and m3 went with the power; KIP-966's rules judge that, not this invariant.
     assert ids(p.lost_acknowledged) == [1, 2] and p.failure() is None
@@ -164,7 +165,7 @@ A_FINAL = [(0, 10, 1), (11, 20, 1), (21, 30, 3)]
 
 def test_kip279_s1_short_follower_stuck_before_2_0() -> None:
     p = simulate(kip279_s1(15), KIP101)
-    assert p.outcome is Outcome.STUCK and p.failure() == "stuck"
+    assert p.outcome is Fate.STUCK and p.failure() == "stuck"
     assert p.stuck == {
         B: "out-of-order offsets: batch [11, 20] from broker 1 starts below its log end offset 16"
     }
@@ -174,7 +175,7 @@ def test_kip279_s1_short_follower_stuck_before_2_0() -> None:
 
 def test_kip279_s1_equal_silent_divergence_before_2_0() -> None:
     p = simulate(kip279_s1(20), KIP101)
-    assert p.outcome is Outcome.DIVERGED and p.diverged_at == 11 and p.below_high_watermark
+    assert p.outcome is Fate.DIVERGED and p.diverged_at == 11 and p.below_high_watermark
     assert p.logs[B] == [(0, 10, 1), (11, 20, 2), (21, 30, 3)] and p.logs[A] == A_FINAL
     assert p.isr == [B, A]  # nobody notices: B is back in the ISR
     assert (
@@ -187,7 +188,7 @@ def test_kip279_s1_long_departs_from_the_kip_before_2_0() -> None:
     # KIP-279 says B truncates the whole batch [11, 25] and refetches from 11. Kafka 1.1.1
     # drops the batch but sets its log end offset to 21 (MID_BATCH): 11-20 are missing.
     p = simulate(kip279_s1(25), KIP101)
-    assert p.outcome is Outcome.DIVERGED and p.diverged_at == 11
+    assert p.outcome is Fate.DIVERGED and p.diverged_at == 11
     assert p.logs[B] == [(0, 10, 1), (21, 30, 3)]
     assert p.verdict.lacking == [B]
     assert any("sets the log end offset to 21 (Kafka before 2.0)" in e for e in p.events)
@@ -197,7 +198,7 @@ def test_kip279_s1_long_departs_from_the_kip_before_2_0() -> None:
 @pytest.mark.parametrize("protocol", [KIP279, DIVERGING])
 def test_kip279_s1_converges_from_2_0(n: int, protocol: Protocol) -> None:
     p = simulate(kip279_s1(n), protocol)
-    assert p.outcome is Outcome.CONSISTENT and p.failure() is None
+    assert p.outcome is Fate.CONSISTENT and p.failure() is None
     assert p.logs == {A: A_FINAL, B: A_FINAL}
     # B's acks=1 batch [11, n] was written by a leader that lost its session: gone.
     assert ids(p.lost_acks1) == [2] and p.lost_acknowledged == []
@@ -227,7 +228,7 @@ KIP279_S3 = Schedule(
 
 def test_kip279_s3_diverges_at_offset_0_under_kip101() -> None:
     p = simulate(KIP279_S3, KIP101)
-    assert p.outcome is Outcome.DIVERGED and p.diverged_at == 0 and p.below_high_watermark
+    assert p.outcome is Fate.DIVERGED and p.diverged_at == 0 and p.below_high_watermark
     assert p.unclean_elections == 3
     assert p.logs == {A: [(0, 0, 1), (1, 1, 4)], B: [(0, 0, 2), (1, 1, 4)]}
 
@@ -235,7 +236,7 @@ def test_kip279_s3_diverges_at_offset_0_under_kip101() -> None:
 @pytest.mark.parametrize("protocol", [KIP279, DIVERGING])
 def test_kip279_s3_converges_from_2_0(protocol: Protocol) -> None:
     p = simulate(KIP279_S3, protocol)
-    assert p.outcome is Outcome.CONSISTENT
+    assert p.outcome is Fate.CONSISTENT
     assert p.logs[A] == p.logs[B] == [(0, 0, 2), (1, 1, 4)]
     # Unclean elections lose acknowledged acks=1 writes (A:0, A:1) by design.
     assert ids(p.lost_acks1) == [0, 2]
@@ -335,7 +336,7 @@ def test_a_paused_leader_loses_its_session_and_comes_back_as_a_follower() -> Non
     assert "step 2: broker 1 loses its session (paused, 7 s)" in p.events
     assert p.steps[3].targets == {"to": 2}
     assert "step 4: broker 1 follows broker 2 in epoch 1" in p.events
-    assert p.outcome is Outcome.CONSISTENT and p.isr == [1, 2, 3]
+    assert p.outcome is Fate.CONSISTENT and p.isr == [1, 2, 3]
 
 
 def test_a_short_pause_keeps_the_session() -> None:
@@ -356,7 +357,7 @@ def test_a_zombie_leader_acknowledges_acks_1_writes_that_are_then_lost() -> None
     p = simulate(Schedule(TWO, steps=steps), KIP101)
     assert p.steps[2].targets == {"to": 1} and p.steps[4].targets == {"to": 2}
     assert ids(p.lost_acks1) == [1] and p.lost_acknowledged == []
-    assert p.outcome is Outcome.CONSISTENT and p.failure() is None
+    assert p.outcome is Fate.CONSISTENT and p.failure() is None
 
 
 def test_power_loss_keeps_what_was_flushed() -> None:
@@ -365,7 +366,7 @@ def test_power_loss_keeps_what_was_flushed() -> None:
     steps = (Produce(2), Kill(2, "SIGTERM"), Restart(2), Produce(3), PowerLoss(2), Restart(2))
     p = simulate(Schedule(TWO, steps=steps), KIP101)
     assert "step 4: broker 2 loses power; unflushed [2, 4] gone" in p.events
-    assert p.outcome is Outcome.CONSISTENT and p.logs[2] == p.logs[1]  # it refetched [2, 4]
+    assert p.outcome is Fate.CONSISTENT and p.logs[2] == p.logs[1]  # it refetched [2, 4]
 
 
 def test_flush_messages_moves_the_flush_point() -> None:
@@ -389,7 +390,7 @@ def test_power_loss_of_every_isr_member_halts_the_follower_before_2_0() -> None:
         PowerLoss(1),
     )
     p = simulate(Schedule(TWO, steps=steps), KIP101)
-    assert p.outcome is Outcome.STUCK and p.stuck[2].startswith("halted: log end offset 2")
+    assert p.outcome is Fate.STUCK and p.stuck[2].startswith("halted: log end offset 2")
     assert p.power_losses == 2 and ids(p.lost_acknowledged) == [0]
 
 
@@ -403,7 +404,7 @@ def test_the_zookeeper_controller_moves_when_its_broker_dies() -> None:
     p = simulate(Schedule(TWO, steps=(Kill(Role.CONTROLLER), Kill(Role.LEADER))), KIP101)
     assert "step 0: broker 1 becomes the controller" in p.events
     assert "step 1: broker 2 becomes the controller" in p.events
-    assert p.leader == 2 and p.outcome is Outcome.CONSISTENT
+    assert p.leader == 2 and p.outcome is Fate.CONSISTENT
 
 
 def test_a_broker_cut_from_the_controller_keeps_its_old_view() -> None:
@@ -437,7 +438,7 @@ def test_unclean_elections_rf3() -> None:
     assert "step 4: controller elects out-of-sync broker 2 (unclean, epoch 1)" in p.events
     assert p.steps[5].status == "skipped"  # the controller already did it
     assert p.unclean_elections == 1 and ids(p.lost_acks1) == [0]
-    assert p.outcome is Outcome.CONSISTENT and p.logs[1] == p.logs[2] == p.logs[3]
+    assert p.outcome is Fate.CONSISTENT and p.logs[1] == p.logs[2] == p.logs[3]
 
 
 def test_unclean_election_by_step_when_the_last_isr_member_is_down() -> None:
@@ -472,7 +473,7 @@ def test_the_prediction_is_deterministic_and_serialisable() -> None:
 
 
 def test_protocols_by_release() -> None:
-    assert [protocol_for_release(v) for v in ("0.10.2.2", "1.1.1", "2.0.1", "2.6.3", "2.7.0")] == [
+    assert [Release(v).protocol for v in ("0.10.2.2", "1.1.1", "2.0.1", "2.6.3", "2.7.0")] == [
         HW,
         KIP101,
         KIP279,

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from checkers.model import Outcome, Protocol
+from checkers.model import Fate
+from checkers.protocol import Protocol
 from checkers.simulate import Prediction, Simulator, simulate
 from suites.explore.schedule import (
     QUORUM,
@@ -595,11 +596,11 @@ def kafka_6361_class(schedule: Schedule) -> bool:
     2.0."""
     old = simulate(schedule, Protocol.KIP_101)
     out_of_order = any(why.startswith("out-of-order") for why in old.stuck.values())
-    if not (old.outcome is Outcome.DIVERGED or out_of_order):
+    if not (old.outcome is Fate.DIVERGED or out_of_order):
         return False
     if old.unclean_elections or old.power_losses:
         return False
-    return simulate(schedule, Protocol.KIP_279).outcome is Outcome.CONSISTENT
+    return simulate(schedule, Protocol.KIP_279).outcome is Fate.CONSISTENT
 
 
 def first_drawn_hit(

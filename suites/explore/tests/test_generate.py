@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from checkers.model import Protocol
+from checkers.protocol import Protocol
 from checkers.simulate import simulate
 from suites.explore.generate import (
     STEP_WEIGHTS,

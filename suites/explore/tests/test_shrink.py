@@ -3,7 +3,7 @@ predicates."""
 
 from __future__ import annotations
 
-from checkers.model import Protocol
+from checkers.protocol import Protocol
 from checkers.simulate import simulate
 from suites.explore.generate import kafka_6361_class
 from suites.explore.schedule import (

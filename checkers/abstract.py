@@ -1,4 +1,8 @@
-"""Lineages from a compact spec, for tests of the model, the verdicts and the reports."""
+"""Lineages of abstract replicas: batches named by (base, last, epoch, tag), no bytes.
+
+The protocol simulator (checkers/simulate/) judges its replicas with the same verdicts as
+real logs, so it builds them here; tests of the model and the verdicts use the same spec.
+"""
 
 from __future__ import annotations
 
