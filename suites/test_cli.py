@@ -10,6 +10,9 @@ import sys
 
 import pytest
 
+from runrecord.outcome import Outcome
+from runrecord.rundir import RunDir
+
 
 def logfork(*args, env=None, timeout=300):
     return subprocess.run(
@@ -69,8 +72,18 @@ def test_not_a_version():
 @pytest.mark.parametrize("command", [["prepare"], ["run", "smoke"]])
 def test_docker_engine_not_running(tmp_path, command):
     dead = f"unix://{tmp_path}/no-engine.sock"
+    runs = tmp_path / "runs"  # never the user's runs/
+    if command[0] == "run":
+        command = [*command, "--out", str(runs)]
     result = logfork(*command, "--kafka-version", "3.9.2", env={"DOCKER_HOST": dead})
     assert_one_paragraph_error(result, "No Docker engine answers", "dockerd")
+    if command[0] == "run":
+        # Recorded as a run that could not start, with its reason, not as unreadable.
+        (run_dir,) = runs.iterdir()
+        verdict = RunDir(run_dir).verdict()
+        assert verdict is not None and verdict.outcome is Outcome.SETUP_FAILED
+        assert "No Docker engine answers" in verdict.summary
+        assert not (run_dir / "error.txt").exists()
 
 
 def test_pytest_plugin_rejects_unknown_release(tmp_path):

@@ -5,17 +5,22 @@ images are checked, the cluster boots, a fault is in force, the checker reads, o
 is under way. After each run nothing logfork created may remain: no container (running,
 paused or stopped), network, volume, iptables rule (they live in the containers' network
 namespaces) or process; and `logfork clean` is never called.
+
+SIGTERM, what CI timeouts and orchestrators send, must end a run as SIGINT does: torn down,
+one line, exit 143.
 """
 
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 
 import pytest
 
 from fixtures import cleanup, engine
+from fixtures.waiting import wait_until
 
 RUNS = int(os.environ.get("LOGFORK_INTERRUPTS", "20"))
 SCENARIO = "kip-279-s1-equal"
@@ -27,9 +32,9 @@ def _restore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def leftovers(client, volumes_before: set[str], marker: str) -> list[str]:
+def leftovers(client, volumes_before: set[str], marker: str, owner: str | None = None) -> list[str]:
     found = []
-    flt = {"label": cleanup.LABEL}
+    flt = {"label": f"{cleanup.LABEL_OWNER}={owner}" if owner else cleanup.LABEL}
     found += [
         f"container {c.name} ({c.status})" for c in client.containers.list(all=True, filters=flt)
     ]
@@ -38,6 +43,41 @@ def leftovers(client, volumes_before: set[str], marker: str) -> list[str]:
     procs = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
     found += [f"process {line}" for line in procs.splitlines() if "pgrep" not in line]
     return found
+
+
+def _logfork_run(kafka_target, out, **popen) -> subprocess.Popen:
+    command = ["run", SCENARIO, "--kafka-version", kafka_target.kafka]
+    command += ["--kafka-mode", kafka_target.mode, "--out", str(out)]
+    return subprocess.Popen([sys.executable, "-m", "suites.cli", *command], **popen)
+
+
+@pytest.mark.cluster
+def test_sigterm_ends_like_sigint(kafka_target, tmp_path):
+    client = engine.client()
+    volumes_before = {v.name for v in client.volumes.list()}
+    out = tmp_path / "runs"
+    proc = _logfork_run(
+        kafka_target, out, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    owner = f"{socket.gethostname()}:{proc.pid}"
+    try:
+        # Terminate while the cluster is up: its containers exist and must all go.
+        wait_until(
+            lambda: client.containers.list(filters={"label": f"{cleanup.LABEL_OWNER}={owner}"}),
+            lambda running: len(running) >= 3,
+            what="the run's brokers to be running",
+            timeout=180,
+        )
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines() == [
+        "logfork: terminated (SIGTERM); the cluster was torn down"
+    ], err
+    assert leftovers(client, volumes_before, str(out), owner) == []
 
 
 @pytest.mark.slow
@@ -50,20 +90,9 @@ def test_interrupted_runs_leave_nothing(kafka_target, tmp_path):
     codes = []
     for i in range(RUNS):
         point = rng.uniform(0.5, 45.0)
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "suites.cli",
-                "run",
-                SCENARIO,
-                "--kafka-version",
-                kafka_target.kafka,
-                "--kafka-mode",
-                kafka_target.mode,
-                "--out",
-                str(out),
-            ],
+        proc = _logfork_run(
+            kafka_target,
+            out,
             preexec_fn=_restore_sigint,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
