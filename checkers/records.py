@@ -239,12 +239,10 @@ def iter_batch_rows_py(
                     )
                     pos = nxt
                     continue
-            state.last_offset = last
-            row, nxt = _slow_entry(
-                mv, pos, end, path=path, segment=segment, state=state, final=final
+            row, nxt, last = slow_step(
+                mv, pos, end, last, path=path, segment=segment, state=state, final=final
             )
             if row is not None:
-                last = max(last, row[1])
                 yield row
             if nxt is None:
                 break
@@ -252,6 +250,24 @@ def iter_batch_rows_py(
     finally:
         state.last_offset = last
         state.valid_bytes = pos
+
+
+def slow_step(
+    mv: memoryview,
+    pos: int,
+    end: int,
+    last: int,
+    *,
+    path: str,
+    segment: str,
+    state: ScanState,
+    final: bool,
+) -> tuple[tuple | None, int | None, int]:
+    """One entry a fast path declined, for every walk: (its row or None, the next position
+    or None at the end, the highest last offset so far)."""
+    state.last_offset = last
+    row, nxt = _slow_entry(mv, pos, end, path=path, segment=segment, state=state, final=final)
+    return row, nxt, last if row is None else max(last, row[1])
 
 
 def _slow_entry(

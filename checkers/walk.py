@@ -3,7 +3,7 @@ it is there (native/: a Rust extension built by maturin, module `logfork_native`
 Python otherwise (`checkers.records.iter_batch_rows_py`, the reference).
 
 Both take exactly the batches the Python loop's fast path takes (complete, well-formed v2
-batches with a good CRC, in order) and hand every other entry to `records._slow_entry`,
+batches with a good CRC, in order) and hand every other entry to `records.slow_step`,
 so that they yield the same rows, the same typed errors at the same byte positions and
 leave the same `ScanState`; checkers/tests/test_native.py holds them to that.
 """
@@ -20,9 +20,9 @@ from checkers.records import (
     BATCH_FIELDS,
     Batch,
     ScanState,
-    _slow_entry,
     iter_batch_rows_py,
     make_batch,
+    slow_step,
 )
 
 
@@ -112,7 +112,7 @@ def iter_batch_rows_native(
 ) -> Iterator[tuple]:
     """`iter_batch_rows` with its fast path in Rust: `native.walk_rows` takes the batches
     the Python loop's fast path takes and stops where it would decline one; that entry goes
-    to `_slow_entry` as in the Python loop. Needs `native`."""
+    to `slow_step` as in the Python loop. Needs `native`."""
     mv = memoryview(buf)
     if end is None:
         end = len(mv)
@@ -138,12 +138,10 @@ def iter_batch_rows_native(
                     continue
             if pos >= end:
                 break
-            state.last_offset = last
-            row, nxt = _slow_entry(
-                mv, pos, end, path=path, segment=segment, state=state, final=final
+            row, nxt, last = slow_step(
+                mv, pos, end, last, path=path, segment=segment, state=state, final=final
             )
             if row is not None:
-                last = max(last, row[1])
                 yield row
             if nxt is None:
                 break
@@ -167,7 +165,7 @@ def iter_batch_chunks(
     them all: the native walk makes them without a row tuple or a Python call per batch.
 
     Each list holds either fast-path batches (no error on the way) or the one batch of an
-    entry `_slow_entry` handled, after the errors it found; so a caller that checks the
+    entry `slow_step` handled, after the errors it found; so a caller that checks the
     first list's first batch appends its finding where a row-by-row caller would. Without
     `native` (or for a buffer it does not take), one list per batch of the Python loop.
     """
@@ -204,12 +202,10 @@ def iter_batch_chunks(
                     continue
             if pos >= end:
                 break
-            state.last_offset = last
-            row, nxt = _slow_entry(
-                mv, pos, end, path=path, segment=segment, state=state, final=final
+            row, nxt, last = slow_step(
+                mv, pos, end, last, path=path, segment=segment, state=state, final=final
             )
             if row is not None:
-                last = max(last, row[1])
                 yield [make_batch(*row)]
             if nxt is None:
                 break

@@ -211,10 +211,24 @@ def summary_from_value(value: Mapping[str, Any]) -> ReplicaSummary:
     )
 
 
+def _log_state(replica: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a replica summary and a lineage share, from a `replica` struct."""
+    torn = replica["torn_tail"]
+    return {
+        "log_start_offset": _int_or_none(replica["log_start_offset"]),
+        "high_watermark": _int_or_none(replica["high_watermark"]),
+        "log_end_offset": _int_or_none(replica["log_end_offset"]),
+        "recovery_point": _int_or_none(replica["recovery_point"]),
+        "torn_tail": None
+        if torn is None
+        else TornTail(torn["path"], int(torn["position"]), int(torn["length"]), torn["reason"]),
+        "errors": [error_from_value(e) for e in _seq(replica["errors"])],
+    }
+
+
 def summary_from_row(row: Mapping[str, Any]) -> ReplicaSummary:
     """A replica row's summary (its `replica` struct as pandas hands it over)."""
     replica = row["replica"]
-    torn = replica["torn_tail"]
     return ReplicaSummary(
         log_dir=int(row["log_dir"]),
         child=int(row["child"]),
@@ -225,14 +239,7 @@ def summary_from_row(row: Mapping[str, Any]) -> ReplicaSummary:
         metadata=bool(row["metadata"]),
         path=replica["path"],
         batches=int(replica["batch_count"]),
-        log_start_offset=_int_or_none(replica["log_start_offset"]),
-        high_watermark=_int_or_none(replica["high_watermark"]),
-        log_end_offset=_int_or_none(replica["log_end_offset"]),
-        recovery_point=_int_or_none(replica["recovery_point"]),
-        torn_tail=None
-        if torn is None
-        else TornTail(torn["path"], int(torn["position"]), int(torn["length"]), torn["reason"]),
-        errors=[error_from_value(e) for e in _seq(replica["errors"])],
+        **_log_state(replica),
         topic_id=replica["topic_id"],
     )
 
@@ -245,7 +252,6 @@ def lineage_from_row(
     arrays)."""
     make = make_batch
     checkpointed = replica["checkpointed"]
-    torn = replica["torn_tail"]
     return Lineage(
         topic=topic,
         partition=int(partition),
@@ -254,14 +260,7 @@ def lineage_from_row(
         checkpointed_epoch_starts=None
         if checkpointed is None
         else [(int(e["epoch"]), int(e["start_offset"])) for e in _seq(checkpointed)],
-        log_start_offset=_int_or_none(replica["log_start_offset"]),
-        high_watermark=_int_or_none(replica["high_watermark"]),
-        log_end_offset=_int_or_none(replica["log_end_offset"]),
-        recovery_point=_int_or_none(replica["recovery_point"]),
-        torn_tail=None
-        if torn is None
-        else TornTail(torn["path"], int(torn["position"]), int(torn["length"]), torn["reason"]),
-        errors=[error_from_value(e) for e in _seq(replica["errors"])],
+        **_log_state(replica),
         path=replica["path"],
         topic_id=replica["topic_id"],
         transient_files=[str(x) for x in _seq(replica["transient_files"])],

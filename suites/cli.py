@@ -218,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except LogforkError as exc:
-        print(f"logfork: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return exc.tell()
     except KeyboardInterrupt:
         print("logfork: interrupted; the cluster was torn down", file=sys.stderr)
         return 130
