@@ -149,13 +149,18 @@ def check_schema(data: Any, path: Path) -> None:
         )
 
 
-def write_json(path: Path, record: Any) -> Path:
-    """Write a record atomically: readers never see half a file."""
-    doc = {"schema": SCHEMA, **to_json(record)}
+def write_text(path: Path, text: str) -> Path:
+    """Write a file atomically: readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.write_text(text)
     tmp.replace(path)
     return path
+
+
+def write_json(path: Path, record: Any) -> Path:
+    """Write a record atomically (`write_text`), with the schema version first."""
+    doc = {"schema": SCHEMA, **to_json(record)}
+    return write_text(path, json.dumps(doc, indent=1, default=str) + "\n")
 
 
 def read_json(cls: type[T], path: Path) -> T:

@@ -16,7 +16,7 @@ from checkers.simulate import (
     simulate,
 )
 from fixtures.releases import Release
-from suites.explore.schedule import (
+from runrecord.schedule import (
     QUORUM,
     BrokerConfig,
     Cluster,
@@ -480,6 +480,11 @@ def test_protocols_by_release() -> None:
         KIP279,
         DIVERGING,
     ]
+
+
+def test_a_release_version_stands_for_its_rules() -> None:
+    assert Simulator(TWO, "1.1.1").protocol is KIP101
+    assert simulate(kip279_s1(20), "2.0.1").to_dict() == simulate(kip279_s1(20), KIP279).to_dict()
 
 
 def test_epoch_on_election_option() -> None:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from suites.explore.schedule import (
+from runrecord.schedule import (
     QUORUM,
     Cluster,
     Heal,

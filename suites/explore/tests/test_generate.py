@@ -8,24 +8,7 @@ import pytest
 
 from checkers.protocol import Protocol
 from checkers.simulate import simulate
-from suites.explore.generate import (
-    STEP_WEIGHTS,
-    Candidate,
-    DrawOptions,
-    SearchOptions,
-    draw,
-    draw_many,
-    evaluate,
-    first_hits,
-    kafka_6361_class,
-    mutate,
-    plan,
-    prescreen,
-    rank,
-    score,
-    search,
-)
-from suites.explore.schedule import (
+from runrecord.schedule import (
     BrokerConfig,
     Cluster,
     ElectPreferred,
@@ -40,6 +23,20 @@ from suites.explore.schedule import (
     TopicConfig,
     dumps,
     validate,
+)
+from suites.explore.generate import STEP_WEIGHTS, DrawOptions, draw, draw_many
+from suites.explore.guide import (
+    Candidate,
+    SearchOptions,
+    evaluate,
+    first_hits,
+    kafka_6361_class,
+    mutate,
+    plan,
+    prescreen,
+    rank,
+    score,
+    search,
 )
 
 KIP101 = Protocol.KIP_101

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from checkers.protocol import Protocol
 from checkers.simulate import simulate
-from suites.explore.generate import kafka_6361_class
-from suites.explore.schedule import (
+from runrecord.schedule import (
     BrokerConfig,
     Cluster,
     Cut,
@@ -23,6 +22,7 @@ from suites.explore.schedule import (
     Wait,
     validate,
 )
+from suites.explore.guide import kafka_6361_class
 from suites.explore.shrink import FAILING, FLAKY, ShrinkResult, shrink, simulated_runner
 
 KIP101 = Protocol.KIP_101

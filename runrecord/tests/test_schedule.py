@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.errors import LogforkError
-from suites.explore.schedule import (
+from runrecord.schedule import (
     FORMAT,
     QUORUM,
     BrokerConfig,
@@ -38,6 +38,7 @@ from suites.explore.schedule import (
     validate,
     write_schedule,
 )
+from runrecord.typed import RunRecordError
 
 # Every step kind at least once, roles and ids, KIP-279 scenario 1's cluster shape.
 EVERYTHING = Schedule(
@@ -318,4 +319,5 @@ def test_files_that_are_not_schedules(tmp_path: Path) -> None:
 def test_schedule_errors_are_user_errors() -> None:
     error = ScheduleError([("steps[0].count", "must be a positive integer")], "f.json")
     assert isinstance(error, LogforkError) and error.exit_code == 2
+    assert isinstance(error, RunRecordError)  # a run record that cannot be read
     assert str(error) == "f.json: steps[0].count: must be a positive integer"

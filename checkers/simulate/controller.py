@@ -1,0 +1,269 @@
+"""The simulated cluster's control plane, and time.
+
+Sessions (ZooKeeper) and fencing (KRaft), the controller acting on brokers that lost them
+(failed followers leave the ISR, a failed leader is replaced, cleanly or, where enabled,
+uncleanly), LeaderAndIsr reaching the brokers, controlled shutdown, ISR expansion and
+shrinking. `settle` lets the cluster act until nothing changes; `advance` lets time pass.
+"""
+
+from __future__ import annotations
+
+from checkers.simulate.replication import Replication
+from checkers.simulate.state import (
+    FOLLOWER,
+    LEADER,
+    RUNNING,
+    Replica,
+    SimulationError,
+    differ,
+)
+from runrecord.schedule import QUORUM
+
+
+class ControlPlane(Replication):
+    """The controller and the brokers' reactions to it, on top of replication."""
+
+    def _bump(self) -> None:
+        self.ctl.epoch += 1
+
+    def _note_clean_election(self, leaving: int | None = None) -> None:
+        """A near miss worth ranking: the new leader lacks a batch that another live ISR
+        member holds, and that member cannot reach it to truncate (KIP-279 scenario 1,
+        steps 2 and 3: both brokers still in the ISR, cut off from each other)."""
+        leader = self.replicas[self.ctl.leader] if self.ctl.leader is not None else None
+        if leader is None:
+            return
+        self.clean_elections += 1
+        for r in self.replicas.values():
+            reachable = self.alive(r.broker) and self.can_talk(r.broker, leader.broker)
+            if r is not leader and not reachable and differ(leader, r):
+                # KIP-279 scenario 1, step 3: the new leader and a replica that cannot
+                # truncate yet hold different data at the same offsets.
+                self.divergent_failovers += 1
+                break
+        held = {(x.base, x.last, x.tag) for x in leader.batches}
+        for b in self.ctl.isr:
+            if b in (leader.broker, leaving) or not self.alive(b):
+                continue
+            if self.can_talk(b, leader.broker):
+                continue  # it will truncate what the new leader lacks: an ordinary failover
+            if any((x.base, x.last, x.tag) not in held for x in self.replicas[b].batches):
+                self.risky_elections += 1
+                return
+
+    def _controller_reacts(self) -> bool:
+        """The controller acts on brokers that lost their session: failed followers leave
+        the ISR, a failed leader is replaced (from the ISR; out of it only where unclean
+        election is enabled), an offline partition gets a leader when one comes back."""
+        ctl, changed = self.ctl, False
+        if self.cluster.mode == "zk" and self._controller_broker() is None:
+            return False  # no broker holds a session: nobody can act
+        # Once per failure, as the controller's broker-failure event does: a ZooKeeper-mode
+        # leader may add a follower that still fetches straight back (faults/session.py).
+        failed, self._failed = self._failed, set()
+        for b in sorted(failed):
+            if b in ctl.isr and b != ctl.leader and not self.registered(b) and len(ctl.isr) > 1:
+                ctl.isr.remove(b)
+                if self.options.bump_epoch_on_isr_shrink:
+                    self._bump()
+                self._event(f"controller removes failed broker {b} from the ISR {ctl.isr}")
+                changed = True
+        if ctl.leader is not None and self.registered(ctl.leader):
+            return changed
+        old = ctl.leader
+        clean = [b for b in self.assignment if b in ctl.isr and self.registered(b)]
+        unclean = [b for b in self.assignment if self.registered(b)]
+        if clean:
+            ctl.leader = clean[0]
+            ctl.isr = [b for b in ctl.isr if self.registered(b)]
+            self._bump()
+            self._note_clean_election()
+            self._event(
+                f"controller elects broker {ctl.leader} from the ISR (epoch {ctl.epoch}, "
+                f"ISR {ctl.isr})"
+            )
+            return True
+        if unclean and self.cluster.topic_config.unclean_leader_election_enable:
+            self._elect_unclean(unclean[0])
+            return True
+        if old is not None:
+            ctl.leader = None
+            self._event(f"partition offline: no live replica in the ISR {ctl.isr}")
+            return True
+        return changed
+
+    def _elect_unclean(self, broker: int) -> None:
+        self.ctl.leader = broker
+        self.ctl.isr = [broker]
+        self._bump()
+        self.unclean_elections += 1
+        self._event(
+            f"controller elects out-of-sync broker {broker} (unclean, epoch {self.ctl.epoch})"
+        )
+
+    def _registrations(self) -> bool:
+        changed = False
+        for node in self.nodes.values():
+            b = node.broker
+            if not node.registered and self.alive(b) and self.linked(b, QUORUM):
+                node.registered = True
+                node.disconnected = 0.0
+                self._event(f"broker {b} registers (new session)")
+                changed = True
+        return changed
+
+    def _deliver(self) -> bool:
+        """LeaderAndIsr: brokers the controller can reach learn the partition's state."""
+        ctl, changed = self.ctl, False
+        if ctl.leader is None:
+            return False
+        for b, r in sorted(self.replicas.items()):
+            if not (self.alive(b) and self.registered(b) and self._reaches_controller(b)):
+                continue
+            if ctl.leader == b:
+                if r.role != LEADER or r.epoch != ctl.epoch:
+                    self._become_leader(r)
+                    changed = True
+                elif r.isr != ctl.isr:
+                    r.isr = list(ctl.isr)
+                    changed = True
+            elif r.role != FOLLOWER or r.leader != ctl.leader or r.epoch != ctl.epoch:
+                self._become_follower(r, ctl.leader)
+                changed = True
+        return changed
+
+    def _become_leader(self, r: Replica) -> None:
+        r.role, r.leader, r.epoch = LEADER, r.broker, self.ctl.epoch
+        r.isr = list(self.ctl.isr)
+        r.needs_truncation, r.stuck = False, None
+        r.fetched, r.lag = {}, {}
+        if self.epoch_on_election and not self.v1:
+            self._assign_epoch(r, r.epoch, r.leo)
+        # Partition.makeLeader: the followers' log end offsets are unknown until they fetch,
+        # so only a leader alone in the ISR moves its high watermark at once.
+        if r.isr == [r.broker]:
+            r.hw = max(r.hw, r.leo)
+        self._event(
+            f"broker {r.broker} leads in epoch {r.epoch} (log end offset {r.leo}, ISR {r.isr})"
+        )
+
+    def _become_follower(self, r: Replica, leader: int) -> None:
+        new_leader = r.role != FOLLOWER or r.leader != leader
+        r.role, r.leader, r.epoch = FOLLOWER, leader, self.ctl.epoch
+        r.isr, r.fetched, r.lag = [], {}, {}
+        if not new_leader:
+            return
+        r.needs_truncation, r.stuck = True, None
+        self._event(f"broker {r.broker} follows broker {leader} in epoch {r.epoch}")
+        if self.v1:
+            # Before KIP-101 the follower truncates to its high watermark as it becomes a
+            # follower, before fetching anything (ReplicaManager.makeFollowers).
+            self._truncate(r, r)
+
+    def _controlled_shutdown(self, b: int) -> None:
+        """SIGTERM: the controller moves leadership away and drops the broker from the ISR
+        first; the broker flushes its logs and checkpoints its high watermarks, then
+        deregisters."""
+        ctl = self.ctl
+        if self.registered(b) and b in self.replicas:
+            others = [x for x in self.assignment if x in ctl.isr and x != b and self.registered(x)]
+            if ctl.leader == b and others:
+                ctl.leader = others[0]
+                ctl.isr.remove(b)
+                self._bump()
+                self._note_clean_election(leaving=b)
+                self._event(f"controlled shutdown: broker {others[0]} leads in epoch {ctl.epoch}")
+            elif ctl.leader != b and b in ctl.isr and len(ctl.isr) > 1:
+                ctl.isr.remove(b)
+                if self.options.bump_epoch_on_isr_shrink:
+                    self._bump()
+                self._event(f"controlled shutdown: broker {b} leaves the ISR {ctl.isr}")
+        r = self.replicas.get(b)
+        if r is not None:
+            r.flushed = r.leo
+            r.hw_checkpoint = r.hw
+        self._stop(b)
+        self.nodes[b].registered = False
+        self._event(f"broker {b} shut down (SIGTERM)")
+
+    def _expand_isr(self) -> bool:
+        ctl = self.ctl
+        lead = self.replicas.get(ctl.leader) if ctl.leader is not None else None
+        if (
+            lead is None
+            or lead.role != LEADER
+            or lead.epoch != ctl.epoch
+            or not self.alive(lead.broker)
+            or not self._can_write_isr(lead.broker)
+        ):
+            return False
+        changed = False
+        for b in self.assignment:
+            f = self.replicas[b]
+            leo = lead.fetched.get(b)
+            if b in ctl.isr or leo is None or f.stuck:
+                continue
+            fetching = f.role == FOLLOWER and f.leader == lead.broker
+            # KRaft keeps fenced brokers out of the ISR (KIP-841); ZooKeeper mode does not.
+            fenced = self.cluster.mode == "kraft" and not self.registered(b)
+            if fetching and not fenced and self.can_talk(b, lead.broker) and leo >= lead.hw:
+                ctl.isr = [x for x in self.assignment if x in ctl.isr or x == b]
+                lead.isr = list(ctl.isr)
+                lead.lag[b] = 0.0
+                self._event(f"broker {b} caught up and rejoins the ISR {ctl.isr}")
+                changed = True
+        return changed
+
+    def settle(self) -> None:
+        """Let the cluster act until nothing changes: sessions, the controller, LeaderAndIsr,
+        truncation, fetching, high watermarks, ISR expansion. No time passes."""
+        for _ in range(200):
+            changed = self._registrations()
+            changed |= self._controller_reacts()
+            changed |= self._deliver()
+            changed |= self._replicate()
+            changed |= self._expand_isr()
+            if not changed:
+                return
+        raise SimulationError("the simulated cluster did not settle")  # a simulator bug
+
+    def advance(self, seconds: float) -> None:
+        """Let time pass: sessions of paused or cut-off brokers expire; the leader drops
+        followers that have not caught up for replica.lag.time.max.ms."""
+        self.time += seconds
+        for node in self.nodes.values():
+            b = node.broker
+            heard = node.status == RUNNING and self.linked(b, QUORUM)
+            if not node.registered or heard:
+                node.disconnected = 0.0
+                continue
+            node.disconnected += seconds
+            if node.disconnected >= self._session_timeout(b):
+                node.registered = False
+                self._failed.add(b)
+                what = "is fenced" if self.cluster.mode == "kraft" else "loses its session"
+                self._event(f"broker {b} {what} ({node.status}, {node.disconnected:g} s)")
+        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
+        if lead is not None and lead.role == LEADER and self.alive(lead.broker):
+            limit = self.cluster.lag_time_ms(lead.broker) / 1000
+            for b in [x for x in lead.isr if x != lead.broker]:
+                f = self.replicas[b]
+                fetching = (
+                    f.role == FOLLOWER
+                    and f.leader == lead.broker
+                    and not f.stuck
+                    and self.can_talk(b, lead.broker)
+                    and f.leo >= lead.leo
+                )
+                lead.lag[b] = 0.0 if fetching else lead.lag.get(b, 0.0) + seconds
+                # The leader's ISR write is conditional on the version it knows
+                # (zkVersion, partition epoch): a stale view makes it fail.
+                current = lead.isr == self.ctl.isr
+                if lead.lag[b] > limit and current and self._can_write_isr(lead.broker):
+                    self.ctl.isr.remove(b)
+                    lead.isr = list(self.ctl.isr)
+                    self._event(
+                        f"leader {lead.broker} drops broker {b} from the ISR after "
+                        f"{lead.lag[b]:g} s behind (ISR {self.ctl.isr})"
+                    )
+        self.settle()

@@ -1,0 +1,145 @@
+"""What a simulated schedule amounts to: the replicas judged as real logs are
+(`checkers.verdict.judge_partition`), each follower's `Fate`, acknowledged writes lost, and
+the near misses the explorer ranks schedules by.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from checkers.model import Fate
+from checkers.protocol import Protocol
+from checkers.simulate.state import SimState, StepRecord, Write
+from checkers.verdict import DIVERGED, PartitionVerdict, judge_partition
+
+
+@dataclass
+class Prediction:
+    protocol: Protocol
+    outcome: Fate
+    diverged_at: int | None
+    below_high_watermark: bool
+    stuck: dict[int, str]
+    lost_acknowledged: list[Write]  # acknowledged acks=all writes missing from the leader
+    lost_acks1: list[Write]  # acknowledged acks=1 writes missing from the leader
+    unclean_elections: int
+    power_losses: int
+    leader: int | None
+    leader_epoch: int
+    isr: list[int]
+    logs: dict[int, list[tuple[int, int, int]]]
+    log_end_offsets: dict[int, int]
+    high_watermarks: dict[int, int]
+    steps: list[StepRecord]
+    events: list[str]
+    verdict: PartitionVerdict
+    # Near misses, for ranking schedules: the most versions of one offset the replicas held
+    # at once; the most pairs of ISR members that held different data at one offset after
+    # a step (either could be elected cleanly: KAFKA-6361's precondition); whether a
+    # follower in the ISR that could not fetch lacked the leader's data after a step.
+    max_divergent_replicas: int = 0
+    max_isr_divergence: int = 0
+    isr_gap: bool = False
+    risky_elections: int = 0  # clean elections leaving an ISR member that can't truncate
+    clean_elections: int = 0  # leader changes within the ISR (preferred, failover, shutdown)
+    divergent_failovers: int = 0  # ... to a leader whose data differs from a cut-off replica's
+
+    @property
+    def executed(self) -> int:
+        return sum(1 for s in self.steps if s.status != "skipped")
+
+    @property
+    def skipped(self) -> int:
+        return sum(1 for s in self.steps if s.status == "skipped")
+
+    def failure(self) -> str | None:
+        """What the run would be a finding for, by the invariants `logfork replay` judges:
+        replicas converge; nothing stays stuck; with no unclean election (and no power
+        loss, where KIP-966's rules decide instead) no acknowledged acks=all write is lost.
+        None: the schedule passes."""
+        if self.outcome is Fate.STUCK:
+            return "stuck"
+        if self.outcome is Fate.DIVERGED:
+            return "diverged"
+        if self.lost_acknowledged and not self.unclean_elections and not self.power_losses:
+            return "lost-acknowledged"
+        return None
+
+    def summary(self) -> str:
+        if self.outcome is Fate.STUCK:
+            who = ", ".join(f"broker {b} ({why})" for b, why in sorted(self.stuck.items()))
+            head = f"stuck: {who}"
+        elif self.outcome is Fate.DIVERGED:
+            where = "below" if self.below_high_watermark else "above"
+            head = f"diverged at offset {self.diverged_at} ({where} the high watermark)"
+        else:
+            head = "consistent"
+        lost = [w.id for w in self.lost_acknowledged]
+        if lost:
+            head += f"; acknowledged acks=all writes lost: {lost}"
+        return f"{head} ({self.protocol.rules})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "protocol": self.protocol.value,
+            "outcome": self.outcome.value,
+            "failure": self.failure(),
+            "summary": self.summary(),
+            "diverged_at": self.diverged_at,
+            "below_high_watermark": self.below_high_watermark,
+            "stuck": {str(b): why for b, why in self.stuck.items()},
+            "lost_acknowledged": [w.to_dict() for w in self.lost_acknowledged],
+            "lost_acks1": [w.to_dict() for w in self.lost_acks1],
+            "unclean_elections": self.unclean_elections,
+            "power_losses": self.power_losses,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "isr": self.isr,
+            "logs": {str(b): [list(x) for x in log] for b, log in self.logs.items()},
+            "log_end_offsets": {str(b): v for b, v in self.log_end_offsets.items()},
+            "high_watermarks": {str(b): v for b, v in self.high_watermarks.items()},
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+
+def predict(sim: SimState) -> Prediction:
+    """Judge the replicas as the simulation has left them."""
+    lineages = [sim.lineage(r) for _, r in sorted(sim.replicas.items())]
+    verdict = judge_partition(lineages, leader=sim.ctl.leader, protocol=sim.protocol)
+    stuck = {b: r.stuck for b, r in sorted(sim.replicas.items()) if r.stuck}
+    if stuck:
+        outcome = Fate.STUCK
+    elif verdict.status == DIVERGED:
+        outcome = Fate.DIVERGED
+    else:
+        outcome = Fate.CONSISTENT
+    lead = sim.replicas.get(sim.ctl.leader) if sim.ctl.leader is not None else None
+    held = {(b.base, b.last, b.tag) for b in lead.batches} if lead else set()
+    lost = [w for w in sim.writes if w.acknowledged and not set(w.batches) <= held]
+    return Prediction(
+        protocol=sim.protocol,
+        outcome=outcome,
+        diverged_at=verdict.diverged_at,
+        below_high_watermark=verdict.below_high_watermark,
+        stuck=stuck,
+        lost_acknowledged=[w for w in lost if w.acks == "all"],
+        lost_acks1=[w for w in lost if w.acks == "1"],
+        unclean_elections=sim.unclean_elections,
+        power_losses=sim.power_losses,
+        leader=sim.ctl.leader,
+        leader_epoch=sim.ctl.epoch,
+        isr=list(sim.ctl.isr),
+        logs={b: r.spans() for b, r in sorted(sim.replicas.items())},
+        log_end_offsets={b: r.leo for b, r in sorted(sim.replicas.items())},
+        high_watermarks={b: r.hw for b, r in sorted(sim.replicas.items())},
+        steps=list(sim.records),
+        events=list(sim.events),
+        verdict=verdict,
+        max_divergent_replicas=sim.max_divergent,
+        max_isr_divergence=sim.max_isr_divergence,
+        risky_elections=sim.risky_elections,
+        clean_elections=sim.clean_elections,
+        divergent_failovers=sim.divergent_failovers,
+        isr_gap=sim.isr_gap,
+    )

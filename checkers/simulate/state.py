@@ -1,0 +1,332 @@
+"""The simulated cluster's state, and the primitives every layer of the simulator uses.
+
+Per replica: its log (batches tagged with the write they came from and the leader epoch
+that wrote them), log end offset, high watermark and its checkpoint, leader epoch cache,
+flush point; per broker: running, stopped or paused, its ZooKeeper session (KRaft: not
+fenced); the links between brokers and to the quorum; the controller's view of the
+partition: leader, leader epoch, ISR. `SimState` holds them, answers who can talk to whom,
+and appends to and truncates the logs; a replica's log is judged as a lineage
+(`checkers.abstract.from_spec`: equal tags, equal batches).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkers.abstract import from_spec
+from checkers.lineage import EpochStarts, Lineage
+from checkers.protocol import Protocol
+from fixtures.releases import Release
+from runrecord.schedule import QUORUM, Cluster
+from runrecord.typed import to_json
+
+RUNNING, STOPPED, PAUSED = "running", "stopped", "paused"
+LEADER, FOLLOWER = "leader", "follower"
+
+
+class SimulationError(Exception):
+    """The schedule is outside what the simulator models."""
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    # KAFKA-7415 (2.1): a new leader records its epoch in its epoch cache when elected, not
+    # with its first write. None: from KIP-279 rules on (2.0.x, which did not, departs).
+    epoch_on_election: bool | None = None
+    # The ZooKeeper-mode controller bumps the leader epoch when it drops a failed follower
+    # from the ISR (LeaderAndIsr.newLeaderAndIsr); KRaft did too before 3.6 (KAFKA-15021).
+    bump_epoch_on_isr_shrink: bool = True
+
+
+@dataclass(frozen=True)
+class SimBatch:
+    base: int
+    last: int
+    epoch: int  # -1 for message format v1 (no leader epochs, before 0.11)
+    tag: str  # the write it came from: equal tags, equal batches
+
+    @property
+    def span(self) -> str:
+        return f"[{self.base}, {self.last}]"
+
+
+@dataclass
+class Replica:
+    """One broker's replica of the partition, and what that broker believes about it."""
+
+    broker: int
+    batches: list[SimBatch] = field(default_factory=list)
+    leo: int = 0
+    epochs: EpochStarts = field(default_factory=list)  # the leader epoch cache
+    hw: int = 0
+    hw_checkpoint: int = 0  # replication-offset-checkpoint
+    flushed: int = 0  # everything below is on disk (the recovery point)
+    role: str | None = None  # LEADER or FOLLOWER, as this broker believes
+    leader: int | None = None  # the leader it follows
+    epoch: int = -1  # the leader epoch it knows
+    isr: list[int] = field(default_factory=list)  # as leader: its view of the ISR
+    needs_truncation: bool = False
+    stuck: str | None = None  # why its fetching stopped for good
+    fetched: dict[int, int] = field(default_factory=dict)  # as leader: follower -> its LEO
+    lag: dict[int, float] = field(default_factory=dict)  # as leader: follower -> seconds
+
+    def spans(self) -> list[tuple[int, int, int]]:
+        return [(b.base, b.last, b.epoch) for b in self.batches]
+
+
+@dataclass
+class Node:
+    broker: int
+    status: str = RUNNING
+    registered: bool = True  # holds a session (ZooKeeper) / is unfenced (KRaft)
+    disconnected: float = 0.0  # seconds its session has gone without heartbeats
+
+
+@dataclass
+class ControllerView:
+    leader: int | None
+    epoch: int
+    isr: list[int]
+
+
+@dataclass
+class Write:
+    id: int
+    acks: str
+    broker: int
+    epoch: int
+    batches: list[tuple[int, int, str]]  # (base, last, tag)
+    acknowledged: bool
+    step: int
+
+    @property
+    def first(self) -> int:
+        return self.batches[0][0]
+
+    @property
+    def last(self) -> int:
+        return self.batches[-1][1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "acks": self.acks,
+            "broker": self.broker,
+            "epoch": self.epoch,
+            "offsets": [self.first, self.last],
+            "acknowledged": self.acknowledged,
+            "step": self.step,
+        }
+
+
+@dataclass
+class StepRecord:
+    index: int
+    step: str
+    status: str  # "done", "skipped" or "rejected"
+    targets: dict[str, Any] = field(default_factory=dict)
+    note: str = ""  # what was observed when skipped or rejected
+    events: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+def differ(a: Replica, b: Replica) -> bool:
+    """Do two replicas hold different batches at some offset both hold?"""
+    j = 0
+    for x in a.batches:
+        while j < len(b.batches) and b.batches[j].last < x.base:
+            j += 1
+        if j == len(b.batches):
+            return False
+        y = b.batches[j]
+        if y.base <= x.last and (x.base, x.last, x.tag) != (y.base, y.last, y.tag):
+            return True
+    return False
+
+
+class SimState:
+    """A cluster of one partition in the state the steps so far have left it in. The
+    layers above make it act: replication (checkers.simulate.replication), the controller
+    and time (checkers.simulate.controller), the steps (checkers.simulate.steps)."""
+
+    def __init__(
+        self, cluster: Cluster, protocol: Protocol | str, options: SimOptions | None = None
+    ) -> None:
+        if not isinstance(protocol, Protocol):
+            protocol = Release(protocol).protocol  # a release's version: its rules
+        if cluster.replication_factor not in (2, 3):
+            raise SimulationError(
+                f"the simulator models replication factors 2 and 3, not "
+                f"{cluster.replication_factor}"
+            )
+        self.cluster = cluster
+        self.protocol = protocol
+        self.options = options or SimOptions()
+        self.v1 = protocol is Protocol.HIGH_WATERMARK  # message format v1: no epochs
+        eoe = self.options.epoch_on_election
+        self.epoch_on_election = (
+            protocol in (Protocol.KIP_279, Protocol.DIVERGING_EPOCH) if eoe is None else eoe
+        )
+        self.assignment = list(cluster.replicas)
+        self.nodes = {b: Node(b) for b in cluster.broker_ids}
+        self.replicas = {b: Replica(b) for b in self.assignment}
+        self.ctl = ControllerView(None, -1, list(self.assignment))
+        self.controller_id = cluster.controller or next(
+            (b for b in cluster.broker_ids if b not in self.assignment), 1
+        )
+        self.cuts: set[frozenset[Any]] = set()
+        self.time = 0.0
+        self.writes: list[Write] = []
+        self.records: list[StepRecord] = []
+        self.events: list[str] = []
+        self.unclean_elections = 0
+        self._failed: set[int] = set()  # brokers whose session ended, for the controller
+        self.power_losses = 0
+        self.max_divergent = 0
+        self.max_isr_divergence = 0
+        self.isr_gap = False
+        self.risky_elections = 0
+        self.clean_elections = 0
+        self.divergent_failovers = 0
+        self._step = -1
+        # Topic creation: the first replica of the assignment leads epoch 0 (KIP-101: every
+        # leader gets an epoch; the controller starts at 0).
+        self.ctl.leader = self.assignment[0]
+        self.ctl.epoch = 0
+
+    # -- the cluster's topology -----------------------------------------------------------
+
+    def _event(self, text: str) -> None:
+        prefix = f"step {self._step}: " if self._step >= 0 else ""
+        self.events.append(prefix + text)
+
+    def alive(self, node: Any) -> bool:
+        """Running and not paused (QUORUM always is)."""
+        return node == QUORUM or self.nodes[node].status == RUNNING
+
+    def linked(self, a: Any, b: Any) -> bool:
+        return frozenset((a, b)) not in self.cuts
+
+    def can_talk(self, a: Any, b: Any) -> bool:
+        return a == b or (self.alive(a) and self.alive(b) and self.linked(a, b))
+
+    def registered(self, broker: int) -> bool:
+        return self.nodes[broker].registered
+
+    def _controller_broker(self) -> int | None:
+        """ZooKeeper mode: the broker acting as controller. It keeps the role until its
+        session ends; then the lowest registered broker takes over (model's choice: in
+        Kafka the first to create /controller wins)."""
+        if self.cluster.mode == "kraft":
+            return None
+        if not self.registered(self.controller_id):
+            successor = next((b for b in self.cluster.broker_ids if self.registered(b)), None)
+            if successor is not None and successor != self.controller_id:
+                self._event(f"broker {successor} becomes the controller")
+                self.controller_id = successor
+        return self.controller_id if self.registered(self.controller_id) else None
+
+    def _reaches_controller(self, broker: int) -> bool:
+        """Can the controller's LeaderAndIsr (KRaft: the metadata log) reach the broker?"""
+        if self.cluster.mode == "kraft":
+            return self.can_talk(broker, QUORUM)
+        ctl = self._controller_broker()
+        return ctl is not None and self.can_talk(broker, ctl)
+
+    def _can_write_isr(self, broker: int) -> bool:
+        """A leader changes the ISR by writing to ZooKeeper (KRaft: AlterPartition to the
+        controller); it needs its session and the link."""
+        return self.registered(broker) and self.can_talk(broker, QUORUM)
+
+    def _session_timeout(self, broker: int) -> float:
+        return self.cluster.session_timeout_ms(broker) / 1000
+
+    # -- logs -----------------------------------------------------------------------------
+
+    def lineage(self, r: Replica) -> Lineage:
+        return from_spec(
+            r.broker,
+            [(b.base, b.last, b.epoch, b.tag) for b in r.batches],
+            high_watermark=r.hw,
+            log_end_offset=r.leo,
+            log_start_offset=0,
+            epochs=None if self.v1 else list(r.epochs),
+        )
+
+    def _assign_epoch(self, r: Replica, epoch: int, start: int) -> None:
+        """LeaderEpochFileCache.assign: a new latest entry; entries it contradicts (same or
+        later epoch, same or later start) go."""
+        if epoch < 0 or (r.epochs and r.epochs[-1] == (epoch, start)):
+            return
+        if r.epochs and r.epochs[-1][0] == epoch and r.epochs[-1][1] <= start:
+            return
+        r.epochs = [(e, s) for e, s in r.epochs if e < epoch and s < start]
+        r.epochs.append((epoch, start))
+
+    def _append(self, r: Replica, batches: list[SimBatch]) -> None:
+        for b in batches:
+            r.batches.append(b)
+            r.leo = b.last + 1
+            if not r.epochs or b.epoch > r.epochs[-1][0]:
+                self._assign_epoch(r, b.epoch, b.base)
+        flush = self.cluster.topic_config.flush_messages
+        if flush is not None and r.leo - r.flushed >= flush:
+            r.flushed = r.leo
+        self._measure_divergence()
+
+    def _truncate_log(self, r: Replica, offset: int, *, to_target: bool) -> list[SimBatch]:
+        """Truncate to `offset`; a batch holding it goes whole. With `to_target` the log end
+        offset becomes `offset` itself even then, as Log.truncateTo did before 2.0 (the
+        MID_BATCH departure of suites/scenarios/kip_279_s1.py)."""
+        kept = [b for b in r.batches if b.last < offset]
+        removed = r.batches[len(kept) :]
+        if to_target and offset < r.leo:
+            r.leo = offset
+        elif removed:
+            r.leo = min(offset, removed[0].base)
+        else:
+            r.leo = min(offset, r.leo)
+        r.batches = kept
+        r.epochs = [(e, s) for e, s in r.epochs if s < r.leo]
+        r.hw = min(r.hw, r.leo)
+        r.flushed = min(r.flushed, r.leo)
+        return removed
+
+    def _measure_divergence(self) -> None:
+        """Track the most versions of one offset the replicas held at once (for ranking:
+        a divergence that later heals is still a near miss)."""
+        seen: dict[int, set[str]] = {}
+        for r in self.replicas.values():
+            for b in r.batches:
+                seen.setdefault(b.base, set()).add(b.tag)
+        self.max_divergent = max([self.max_divergent, *(len(v) for v in seen.values())])
+
+    # -- brokers stopping and starting ----------------------------------------------------
+
+    def _stop(self, b: int) -> None:
+        node = self.nodes[b]
+        node.status = STOPPED
+        r = self.replicas.get(b)
+        if r is not None:
+            r.role, r.leader, r.isr, r.fetched, r.lag = None, None, [], {}, {}
+
+    def _start(self, b: int) -> None:
+        node = self.nodes[b]
+        node.status = RUNNING
+        node.disconnected = 0.0
+        r = self.replicas.get(b)
+        if r is not None:
+            # Log recovery: the end is where the last whole batch on disk ends; epoch cache
+            # entries past it go (KIP-101 "Unclean Shutdown"); the high watermark comes
+            # back from its checkpoint, no higher than the log end; the recovered log is
+            # the new recovery point.
+            r.leo = r.batches[-1].last + 1 if r.batches else 0
+            r.epochs = [(e, s) for e, s in r.epochs if s < r.leo]
+            r.hw = min(r.hw_checkpoint, r.leo)
+            r.flushed = r.leo
+            r.role, r.leader, r.epoch, r.stuck = None, None, -1, None
+            r.needs_truncation = True
+        self._event(f"broker {b} starts (log end offset {r.leo if r else '-'})")

@@ -1,0 +1,399 @@
+"""The steps of a schedule on the simulated cluster: `Simulator.apply` resolves a step's
+targets (roles, lowest eligible broker id first), checks its precondition (a step that
+cannot run is skipped, saying what was observed) and runs it; `finish` heals everything,
+lets the replicas converge and predicts the outcome (checkers.simulate.prediction).
+`simulate` does all of it for a schedule.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from checkers.protocol import Protocol
+from checkers.simulate.controller import ControlPlane
+from checkers.simulate.prediction import Prediction, predict
+from checkers.simulate.state import (
+    LEADER,
+    PAUSED,
+    RUNNING,
+    STOPPED,
+    SimBatch,
+    SimOptions,
+    SimulationError,
+    StepRecord,
+    Write,
+    differ,
+)
+from runrecord.schedule import (
+    QUORUM,
+    Cluster,
+    Cut,
+    ElectPreferred,
+    ElectUnclean,
+    Endpoint,
+    ExpireSession,
+    Heal,
+    HoldBack,
+    Kill,
+    Pause,
+    PowerLoss,
+    Produce,
+    Restart,
+    Resume,
+    Role,
+    Schedule,
+    Step,
+    Wait,
+)
+
+
+class _Skip(Exception):
+    def __init__(self, observed: str) -> None:
+        super().__init__(observed)
+        self.observed = observed
+
+
+class _Rejected(Exception):
+    pass
+
+
+class Simulator(ControlPlane):
+    """A cluster in the state a schedule's steps have left it in. `apply` runs one step,
+    `finish` heals everything, lets the replicas converge and predicts the outcome."""
+
+    def __init__(
+        self, cluster: Cluster, protocol: Protocol | str, options: SimOptions | None = None
+    ) -> None:
+        """`protocol`: the rules to follow, or a release's version (its rules, as
+        `fixtures.releases.Release.protocol` says)."""
+        super().__init__(cluster, protocol, options)
+        self.settle()  # the topic is created: its first leader learns it leads
+
+    def _candidates(self, target: Endpoint) -> list[Any]:
+        if isinstance(target, int) and not isinstance(target, bool):
+            return [target]
+        if target == QUORUM:
+            return [QUORUM]
+        role = Role(target)
+        ctl = self.ctl
+        if role is Role.LEADER:
+            return [ctl.leader] if ctl.leader is not None else []
+        if role is Role.FOLLOWER_IN_ISR:
+            return sorted(b for b in ctl.isr if b != ctl.leader)
+        if role is Role.OUT_OF_SYNC:
+            return sorted(b for b in self.assignment if b not in ctl.isr)
+        if role is Role.CONTROLLER:
+            if self.cluster.mode == "kraft":
+                return [QUORUM]
+            ctl_broker = self._controller_broker()
+            return [ctl_broker] if ctl_broker is not None else []
+        return list(self.cluster.broker_ids)
+
+    def _pick(self, target: Endpoint, ok: Callable[[Any], str | None], what: str) -> Any:
+        """The first candidate of `target` (lowest id) that `ok` accepts (returns None for);
+        else skip, saying why each candidate did not fit."""
+        candidates = self._candidates(target)
+        if not candidates:
+            raise _Skip(f"no {target} to {what}")
+        reasons = []
+        for c in candidates:
+            why = ok(c)
+            if why is None:
+                return c
+            reasons.append(why)
+        raise _Skip("; ".join(reasons))
+
+    def _status_is(self, status: str) -> Callable[[Any], str | None]:
+        """The precondition that a broker is running (not paused), stopped or paused, for
+        `_pick`: None when it is, else what it is."""
+
+        def ok(b: Any) -> str | None:
+            fits = self.alive(b) if status == RUNNING else self.nodes[b].status == status
+            return None if fits else self._describe_broker(b)
+
+        return ok
+
+    def _describe_broker(self, b: int) -> str:
+        node = self.nodes[b]
+        return f"broker {b} is {node.status}" + ("" if node.registered else " without a session")
+
+    def apply(self, step: Step) -> StepRecord:
+        """Run one step. A step whose precondition does not hold is skipped, saying what was
+        observed instead; it changes nothing."""
+        self._step = len(self.records)
+        record = StepRecord(self._step, step.describe(), "done")
+        start = len(self.events)
+        handler = getattr(self, "_do_" + type(step).__name__.lower())
+        try:
+            record.targets = handler(step) or {}
+        except _Skip as skip:
+            record.status, record.note = "skipped", skip.observed
+        except _Rejected as rejected:
+            record.status, record.note = "rejected", str(rejected)
+        record.events = self.events[start:]
+        self.records.append(record)
+        self._near_misses()
+        return record
+
+    def _near_misses(self) -> None:
+        isr = [self.replicas[b] for b in self.ctl.isr]
+        pairs = sum(1 for i, a in enumerate(isr) for other in isr[i + 1 :] if differ(a, other))
+        self.max_isr_divergence = max(self.max_isr_divergence, pairs)
+        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
+        if lead is not None:
+            for r in isr:
+                if r is not lead and r.leo < lead.leo and not self.can_talk(r.broker, lead.broker):
+                    self.isr_gap = True
+
+    def _do_produce(self, step: Produce) -> dict[str, Any]:
+        def ok(b: Any) -> str | None:
+            r = self.replicas.get(b)
+            if r is None:
+                return f"broker {b} holds no replica"
+            if not self.alive(b):
+                return self._describe_broker(b)
+            if r.role != LEADER:
+                return f"broker {b} does not know it leads (it is {r.role or 'not started'})"
+            return None
+
+        if step.to == Role.LEADER and self.ctl.leader is None:
+            raise _Skip("the partition has no leader (offline)")
+        b = self._pick(step.to, ok, "produce to")
+        r = self.replicas[b]
+        min_isr = self.cluster.topic_config.min_insync_replicas
+        if step.acks == "all" and len(r.isr) < min_isr:
+            raise _Rejected(
+                f"NOT_ENOUGH_REPLICAS: ISR {r.isr} is below min.insync.replicas={min_isr}; "
+                "nothing written"
+            )
+        write = Write(len(self.writes), step.acks, b, r.epoch, [], False, self._step)
+        epoch = -1 if self.v1 else r.epoch
+        if self.v1:
+            # Message format v1 without compression: every record is its own message.
+            batches = [
+                SimBatch(r.leo + i, r.leo + i, epoch, f"w{write.id}.{i}") for i in range(step.count)
+            ]
+        else:
+            batches = [SimBatch(r.leo, r.leo + step.count - 1, epoch, f"w{write.id}")]
+        write.batches = [(x.base, x.last, x.tag) for x in batches]
+        self._append(r, batches)
+        self.writes.append(write)
+        self._event(
+            f"broker {b} appends {batches[0].base}..{batches[-1].last} in epoch {r.epoch} "
+            f"(write {write.id}, acks={step.acks})"
+        )
+        self.settle()
+        end = batches[-1].last + 1
+        if step.acks == "1":
+            write.acknowledged = True
+        else:
+            # acks=all: acknowledged once the high watermark passes the write and the ISR
+            # still has min.insync.replicas; otherwise the request times out.
+            write.acknowledged = r.role == LEADER and r.hw >= end and len(r.isr) >= min_isr
+        self._event(
+            f"write {write.id} {'acknowledged' if write.acknowledged else 'not acknowledged'} "
+            f"(high watermark {r.hw}, ISR {r.isr})"
+        )
+        return {"to": b}
+
+    def _do_holdback(self, step: HoldBack) -> dict[str, Any]:
+        leader = self.ctl.leader
+        if leader is None or not self.alive(leader):
+            raise _Skip("no live leader to hold a follower back from")
+
+        def ok(b: Any) -> str | None:
+            if b not in self.ctl.isr or b == leader:
+                return f"broker {b} is not a follower in the ISR {self.ctl.isr}"
+            if not self.alive(b):
+                return self._describe_broker(b)
+            if not self.linked(b, leader):
+                return f"broker {b} is already cut from leader {leader}"
+            return None
+
+        b = self._pick(step.target, ok, "hold back")
+        self.cuts.add(frozenset((b, leader)))
+        self._event(f"broker {b} cut off from leader {leader} (held back)")
+        self.settle()
+        return {"follower": b, "leader": leader}
+
+    def _do_cut(self, step: Cut) -> dict[str, Any]:
+        for a in self._candidates(step.a):
+            for b in self._candidates(step.b):
+                if a != b and self.linked(a, b):
+                    self.cuts.add(frozenset((a, b)))
+                    self._event(f"link {a} - {b} cut")
+                    self.settle()
+                    return {"a": a, "b": b}
+        raise _Skip(f"no uncut link between {step.a} and {step.b}")
+
+    def _do_heal(self, step: Heal) -> dict[str, Any]:
+        if step.a is None:
+            if not self.cuts:
+                raise _Skip("nothing is cut")
+            healed = sorted(sorted(map(str, c)) for c in self.cuts)
+            self.cuts.clear()
+            self._event(f"every cut healed ({healed})")
+            self.settle()
+            return {"links": healed}
+        assert step.b is not None
+        for a in self._candidates(step.a):
+            for b in self._candidates(step.b):
+                if frozenset((a, b)) in self.cuts:
+                    self.cuts.discard(frozenset((a, b)))
+                    self._event(f"link {a} - {b} healed")
+                    self.settle()
+                    return {"a": a, "b": b}
+        raise _Skip(f"no cut between {step.a} and {step.b}")
+
+    def _do_expiresession(self, step: ExpireSession) -> dict[str, Any]:
+        def ok(b: Any) -> str | None:
+            if not self.alive(b) or not self.registered(b):
+                return self._describe_broker(b)
+            if not self.linked(b, QUORUM):
+                return f"broker {b} is already cut from the quorum"
+            return None
+
+        b = self._pick(step.target, ok, "expire")
+        self.cuts.add(frozenset((b, QUORUM)))
+        self._event(f"broker {b} cut off from the quorum until its session expires")
+        self.advance(self._session_timeout(b))
+        return {"broker": b}
+
+    def _do_electpreferred(self, step: ElectPreferred) -> dict[str, Any]:
+        preferred = self.assignment[0]
+        if self.ctl.leader == preferred:
+            raise _Skip(f"preferred replica {preferred} already leads")
+        if not self.registered(preferred):
+            raise _Skip(self._describe_broker(preferred))
+        if preferred not in self.ctl.isr:
+            raise _Skip(f"preferred replica {preferred} is not in the ISR {self.ctl.isr}")
+        if self.cluster.mode == "zk" and self._controller_broker() is None:
+            raise _Skip("no controller")
+        self.ctl.leader = preferred
+        self._bump()
+        self._note_clean_election()
+        self._event(f"preferred election: broker {preferred} leads in epoch {self.ctl.epoch}")
+        self.settle()
+        return {"leader": preferred}
+
+    def _do_electunclean(self, step: ElectUnclean) -> dict[str, Any]:
+        live_isr = [b for b in self.ctl.isr if self.registered(b)]
+        if live_isr:
+            raise _Skip(f"ISR member(s) {live_isr} alive: that would be a clean election")
+
+        def ok(b: Any) -> str | None:
+            if b not in self.replicas:
+                return f"broker {b} holds no replica"
+            if b in self.ctl.isr:
+                return f"broker {b} is in the ISR {self.ctl.isr}"
+            if not self.registered(b):
+                return self._describe_broker(b)
+            return None
+
+        b = self._pick(step.target, ok, "elect")
+        self._elect_unclean(b)
+        self.settle()
+        return {"leader": b}
+
+    def _do_kill(self, step: Kill) -> dict[str, Any]:
+        b = self._pick(step.target, self._status_is(RUNNING), "kill")
+        if step.signal == "SIGTERM":
+            self._controlled_shutdown(b)
+            self.settle()
+        else:
+            self._stop(b)
+            self._event(f"broker {b} killed (SIGKILL)")
+            self.advance(self._session_timeout(b))
+        return {"broker": b}
+
+    def _do_restart(self, step: Restart) -> dict[str, Any]:
+        b = self._pick(step.target, self._status_is(STOPPED), "restart")
+        self._start(b)
+        self.settle()
+        return {"broker": b}
+
+    def _do_pause(self, step: Pause) -> dict[str, Any]:
+        b = self._pick(step.target, self._status_is(RUNNING), "pause")
+        self.nodes[b].status = PAUSED
+        self._event(f"broker {b} paused")
+        self.settle()
+        return {"broker": b}
+
+    def _do_resume(self, step: Resume) -> dict[str, Any]:
+        b = self._pick(step.target, self._status_is(PAUSED), "resume")
+        self.nodes[b].status = RUNNING
+        self._event(f"broker {b} resumed")
+        self.settle()
+        return {"broker": b}
+
+    def _do_powerloss(self, step: PowerLoss) -> dict[str, Any]:
+        b = self._pick(step.target, self._status_is(RUNNING), "cut the power of")
+        r = self.replicas.get(b)
+        lost: list[SimBatch] = []
+        if r is not None:
+            cut = r.flushed
+            if step.lose is not None and r.batches:
+                nth = r.batches[-step.lose].base if step.lose <= len(r.batches) else 0
+                cut = max(cut, nth)
+            lost = [x for x in r.batches if x.last >= cut]
+            r.batches = [x for x in r.batches if x.last < cut]
+            r.leo = r.batches[-1].last + 1 if r.batches else 0
+        self._stop(b)
+        self.power_losses += 1
+        spans = ", ".join(x.span for x in lost) or "nothing"
+        self._event(f"broker {b} loses power; unflushed {spans} gone")
+        self.advance(self._session_timeout(b))
+        return {"broker": b, "lost_batches": len(lost)}
+
+    def _do_wait(self, step: Wait) -> dict[str, Any]:
+        self.advance(step.seconds)
+        for b, r in self.replicas.items():
+            interval = self.cluster.checkpoint_interval_ms(b) / 1000
+            if self.alive(b) and step.seconds >= interval:
+                r.hw_checkpoint = r.hw
+        return {}
+
+    # -- the end --------------------------------------------------------------------------
+
+    def finish(self) -> Prediction:
+        """Heal everything (cuts, pauses, stopped brokers: those the controller has in the
+        ISR first, then by broker id), let the replicas converge, and judge."""
+        self._step = -1
+        self._event("heal: every cut, pause and stopped broker")
+        self.cuts.clear()
+        for node in self.nodes.values():
+            if node.status == PAUSED:
+                node.status = RUNNING
+        self.settle()
+        stopped = [b for b, n in self.nodes.items() if n.status == STOPPED]
+        for b in sorted(stopped, key=lambda x: (x not in self.ctl.isr, x)):
+            self._start(b)
+            self.settle()
+        longest = max(self.cluster.lag_time_ms(b) for b in self.cluster.broker_ids) / 1000
+        self.advance(longest + 1)
+        return predict(self)
+
+    def copy(self) -> Simulator:
+        return copy.deepcopy(self)
+
+
+def simulate(
+    schedule: Schedule | Iterable[Step],
+    protocol: Protocol | str,
+    *,
+    cluster: Cluster | None = None,
+    options: SimOptions | None = None,
+) -> Prediction:
+    """Run every step of a schedule, heal, converge, and predict the outcome."""
+    if isinstance(schedule, Schedule):
+        cluster, steps = schedule.cluster, list(schedule.steps)
+    else:
+        steps = list(schedule)
+        if cluster is None:
+            raise SimulationError("steps without a schedule need a cluster")
+    sim = Simulator(cluster, protocol, options)
+    for step in steps:
+        sim.apply(step)
+    return sim.finish()

@@ -1,0 +1,382 @@
+"""A schedule's steps: the fault vocabulary the scripted scenarios prove (suites/scenarios/),
+how the schedule file states a step (`load_step`), and how the writer writes one
+(`step_to_dict`).
+
+Produce to the current leader, hold a follower back, cut and heal links, expire a session,
+elections, kill and restart, pause and resume, power loss, wait. Each step names its
+targets by role, resolved when its turn comes, or by broker id.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from runrecord.schedule_cluster import Cluster
+from runrecord.schedule_fields import Problems, an_object, is_int, is_number, unknown_fields
+from runrecord.typed import to_json
+
+MAX_COUNT = 100_000  # records in one produce step
+MAX_WAIT_SECONDS = 3600
+
+
+class Role(StrEnum):
+    """A target named by what it is when the step's turn comes, not by who it was when the
+    schedule was written. Several brokers may fit; the step takes the lowest broker id among
+    those that also satisfy its precondition."""
+
+    LEADER = "leader"  # the partition's leader as the controller has it
+    FOLLOWER_IN_ISR = "follower-in-isr"  # a replica in the ISR other than the leader
+    OUT_OF_SYNC = "out-of-sync-replica"  # a replica outside the ISR
+    CONTROLLER = "controller"  # ZooKeeper mode: the controller broker; KRaft: the quorum
+    ANY_BROKER = "any-broker"  # any broker of the cluster, replica or not
+
+
+# The other end of a cut that is not a broker: ZooKeeper in ZooKeeper mode, the controller
+# quorum in KRaft mode. A broker cut from it loses its session (is fenced) once the session
+# timeout passes.
+QUORUM = "quorum"
+
+Target = Role | int
+Endpoint = Role | int | str  # a Target, or QUORUM
+
+
+# Every step kind is a frozen dataclass; `KIND` is its name in the file, and each field's
+# metadata says how the loader checks it. Defaults mean the field may be left out.
+
+
+def _check_count(value: Any) -> tuple[Any, str | None]:
+    if is_int(value) and 1 <= value <= MAX_COUNT:
+        return value, None
+    return None, f"must be a positive integer (at most {MAX_COUNT})"
+
+
+def _check_acks(value: Any) -> tuple[Any, str | None]:
+    if value in ("all", "1"):
+        return value, None
+    return None, 'must be "all" or "1"'
+
+
+def _check_signal(value: Any) -> tuple[Any, str | None]:
+    if value in ("SIGKILL", "SIGTERM"):
+        return value, None
+    return None, 'must be "SIGKILL" or "SIGTERM"'
+
+
+def _check_lose(value: Any) -> tuple[Any, str | None]:
+    if value is None or (is_int(value) and value >= 1):
+        return value, None
+    return None, "must be a positive integer (batches) or null (everything unflushed)"
+
+
+def _check_seconds(value: Any) -> tuple[Any, str | None]:
+    if is_number(value) and 0 < value <= MAX_WAIT_SECONDS:
+        return value, None
+    return None, f"must be a number of seconds above 0 (at most {MAX_WAIT_SECONDS})"
+
+
+def _target(check: str = "target") -> Any:
+    return {"check": check}
+
+
+def _meta(check: Callable[[Any], tuple[Any, str | None]]) -> Any:
+    return {"check": check}
+
+
+@dataclass(frozen=True)
+class Produce:
+    """Write `count` records in one batch to `to` (the current leader), with `acks`."""
+
+    KIND: ClassVar[str] = "produce"
+    count: int = field(metadata=_meta(_check_count))
+    acks: str = field(default="all", metadata=_meta(_check_acks))
+    to: Target = field(default=Role.LEADER, metadata=_target())
+
+    def describe(self) -> str:
+        return f"produce {self.count} (acks={self.acks}) to {_name(self.to)}"
+
+
+@dataclass(frozen=True)
+class HoldBack:
+    """Cut a follower in the ISR off from the leader; it stays in the ISR as long as
+    replica.lag.time.max.ms allows (faults.replication.hold_back)."""
+
+    KIND: ClassVar[str] = "hold-back"
+    target: Target = field(default=Role.FOLLOWER_IN_ISR, metadata=_target())
+
+    def describe(self) -> str:
+        return f"hold back {_name(self.target)}"
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Cut the link between two nodes, both ways; `b` may be "quorum" (ZooKeeper or the
+    KRaft controllers)."""
+
+    KIND: ClassVar[str] = "cut"
+    a: Target = field(metadata=_target())
+    b: Endpoint = field(metadata=_target("endpoint"))
+
+    def describe(self) -> str:
+        return f"cut {_name(self.a)} from {_name(self.b)}"
+
+
+@dataclass(frozen=True)
+class Heal:
+    """Heal the link between `a` and `b`, or with neither, every cut (hold-backs and session
+    cuts included)."""
+
+    KIND: ClassVar[str] = "heal"
+    a: Target | None = field(default=None, metadata=_target())
+    b: Endpoint | None = field(default=None, metadata=_target("endpoint"))
+
+    def describe(self) -> str:
+        if self.a is None:
+            return "heal every cut"
+        return f"heal {_name(self.a)} - {_name(self.b)}"
+
+
+@dataclass(frozen=True)
+class ExpireSession:
+    """Cut a broker off from ZooKeeper until its session expires (KRaft: until the
+    controller fences it); it stays cut off, a zombie, until healed."""
+
+    KIND: ClassVar[str] = "expire-session"
+    target: Target = field(default=Role.LEADER, metadata=_target())
+
+    def describe(self) -> str:
+        return f"expire the session of {_name(self.target)}"
+
+
+@dataclass(frozen=True)
+class ElectPreferred:
+    """Move leadership to the preferred replica (the first of the assignment)."""
+
+    KIND: ClassVar[str] = "elect-preferred"
+
+    def describe(self) -> str:
+        return "preferred election"
+
+
+@dataclass(frozen=True)
+class ElectUnclean:
+    """Elect an out-of-sync replica while no ISR member is alive. Only in schedules whose
+    topic config enables unclean leader election."""
+
+    KIND: ClassVar[str] = "elect-unclean"
+    target: Target = field(default=Role.OUT_OF_SYNC, metadata=_target())
+
+    def describe(self) -> str:
+        return f"unclean election of {_name(self.target)}"
+
+
+@dataclass(frozen=True)
+class Kill:
+    """SIGKILL (a crash) or SIGTERM (controlled shutdown) a broker."""
+
+    KIND: ClassVar[str] = "kill"
+    target: Target = field(default=Role.LEADER, metadata=_target())
+    signal: str = field(default="SIGKILL", metadata=_meta(_check_signal))
+
+    def describe(self) -> str:
+        return f"{self.signal} {_name(self.target)}"
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Start a stopped broker again on its own data."""
+
+    KIND: ClassVar[str] = "restart"
+    target: Target = field(default=Role.ANY_BROKER, metadata=_target())
+
+    def describe(self) -> str:
+        return f"restart {_name(self.target)}"
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Freeze a broker (SIGSTOP-like): no fetching, no serving, no session heartbeats."""
+
+    KIND: ClassVar[str] = "pause"
+    target: Target = field(default=Role.LEADER, metadata=_target())
+
+    def describe(self) -> str:
+        return f"pause {_name(self.target)}"
+
+
+@dataclass(frozen=True)
+class Resume:
+    KIND: ClassVar[str] = "resume"
+    target: Target = field(default=Role.ANY_BROKER, metadata=_target())
+
+    def describe(self) -> str:
+        return f"resume {_name(self.target)}"
+
+
+@dataclass(frozen=True)
+class PowerLoss:
+    """Kill a broker and drop what its disk had not flushed: `lose` trailing batches
+    (never below its flush point), or with null everything above the flush point."""
+
+    KIND: ClassVar[str] = "power-loss"
+    target: Target = field(default=Role.LEADER, metadata=_target())
+    lose: int | None = field(default=None, metadata=_meta(_check_lose))
+
+    def describe(self) -> str:
+        lost = "its unflushed tail" if self.lose is None else f"up to {self.lose} batch(es)"
+        return f"power loss on {_name(self.target)}, losing {lost}"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Let time pass: followers may fall out of the ISR, paused brokers' sessions expire,
+    and brokers checkpoint their high watermarks (every 5 s by default)."""
+
+    KIND: ClassVar[str] = "wait"
+    seconds: float = field(metadata=_meta(_check_seconds))
+
+    def describe(self) -> str:
+        return f"wait {self.seconds:g} s"
+
+
+Step = (
+    Produce
+    | HoldBack
+    | Cut
+    | Heal
+    | ExpireSession
+    | ElectPreferred
+    | ElectUnclean
+    | Kill
+    | Restart
+    | Pause
+    | Resume
+    | PowerLoss
+    | Wait
+)
+
+# Every kind once, in the order of the union: the file name of a kind to its class.
+STEP_KINDS: dict[str, type] = {cls.KIND: cls for cls in typing.get_args(Step)}
+
+
+_ROLE_NAMES = {
+    Role.LEADER: "the leader",
+    Role.FOLLOWER_IN_ISR: "a follower in the ISR",
+    Role.OUT_OF_SYNC: "an out-of-sync replica",
+    Role.CONTROLLER: "the controller",
+    Role.ANY_BROKER: "any broker",
+}
+
+
+def _name(target: Endpoint | None) -> str:
+    if isinstance(target, bool) or target is None:
+        return str(target)
+    if isinstance(target, int):
+        return f"broker {target}"
+    if target == QUORUM:
+        return "the quorum"
+    return _ROLE_NAMES[Role(target)]
+
+
+def step_targets(step: Step) -> list[tuple[str, Endpoint]]:
+    """(field name, target) of every target a step names."""
+    out = []
+    for f in fields(step):
+        if f.metadata.get("check") in ("target", "endpoint"):
+            value = getattr(step, f.name)
+            if value is not None:
+                out.append((f.name, value))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Loading and writing
+
+
+def _load_target(
+    value: Any, path: str, problems: Problems, cluster: Cluster | None, endpoint: bool
+) -> Any:
+    if is_int(value):
+        if cluster is not None and not 1 <= value <= cluster.brokers:
+            problems.add(
+                path, f"broker {value} does not exist (brokers are 1 to {cluster.brokers})"
+            )
+            return None
+        if value < 1:
+            problems.add(path, "broker ids start at 1")
+            return None
+        return value
+    if endpoint and value == QUORUM:
+        return QUORUM
+    try:
+        role = Role(value)
+    except ValueError:
+        roles = ", ".join(r.value for r in Role) + (f", {QUORUM}" if endpoint else "")
+        problems.add(path, f"must be a broker id or one of: {roles}")
+        return None
+    if role is Role.CONTROLLER and cluster is not None and cluster.mode == "kraft" and not endpoint:
+        problems.add(path, "in KRaft mode the controller is not a broker; only cuts may name it")
+        return None
+    return role
+
+
+def load_step(value: Any, path: str, problems: Problems, cluster: Cluster | None) -> Step | None:
+    obj = an_object(value, path, problems)
+    if obj is None:
+        return None
+    kind = obj.get("kind")
+    if kind is None:
+        problems.add(f"{path}.kind", "missing")
+        return None
+    cls = STEP_KINDS.get(kind)
+    if cls is None:
+        problems.add(f"{path}.kind", f"unknown step kind {kind!r} (kinds: {', '.join(STEP_KINDS)})")
+        return None
+    specs = {f.name: f for f in fields(cls)}
+    unknown_fields(obj, ["kind", *specs], path, problems)
+    before = len(problems.items)
+    kwargs: dict[str, Any] = {}
+    for name, spec in specs.items():
+        where = f"{path}.{name}"
+        check = spec.metadata["check"]
+        if name not in obj:
+            if spec.default is MISSING:
+                problems.add(where, "missing")
+            continue
+        raw = obj[name]
+        if raw is None and spec.default is None:
+            continue
+        if check in ("target", "endpoint"):
+            kwargs[name] = _load_target(raw, where, problems, cluster, check == "endpoint")
+        else:
+            converted, message = check(raw)
+            if message:
+                problems.add(where, message)
+            kwargs[name] = converted
+    if len(problems.items) > before:
+        return None
+    step = cls(**kwargs)
+    _check_step(step, path, problems, cluster)
+    return step
+
+
+def _check_step(step: Step, path: str, problems: Problems, cluster: Cluster | None) -> None:
+    if isinstance(step, Heal) and (step.a is None) != (step.b is None):
+        problems.add(path, "a heal names both ends of a link (a and b) or neither (heal every cut)")
+    if isinstance(step, Cut | Heal) and step.a is not None and step.a == step.b:
+        problems.add(f"{path}.b", "a link needs two different ends")
+    unclean = cluster is None or cluster.topic_config.unclean_leader_election_enable
+    if isinstance(step, ElectUnclean) and not unclean:
+        problems.add(
+            f"{path}.kind",
+            "an unclean election needs cluster.topic_config."
+            "unclean.leader.election.enable set to true",
+        )
+
+
+def step_to_dict(step: Step) -> dict[str, Any]:
+    """A step as the file states it: its kind, then every field that is set (roles by name)."""
+    return {"kind": step.KIND, **{k: v for k, v in to_json(step).items() if v is not None}}
