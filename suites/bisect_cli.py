@@ -16,7 +16,13 @@ from pathlib import Path
 
 from fixtures.releases import parse_version
 from suites.bisect import BadRange, Candidate, Direction, Step, bisect, max_runs, plan
-from suites.cells import candidate, left_out_lines, scenario_runner, why_not
+from suites.cells import (
+    add_run_arguments,
+    candidate,
+    left_out_lines,
+    scenario_runner,
+    why_not,
+)
 
 HELP = "find the first release that fixed (or broke) a scenario's behaviour"
 
@@ -53,23 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="search these instead of Maven Central's releases: versions or local "
         "distributions (KAFKA_HOME or .tgz), oldest first",
     )
-    parser.add_argument(
-        "--out",
-        default="runs",
-        metavar="DIR",
-        help="where run directories go (default: runs/); verdicts are cached in "
-        "DIR/.cache/verdicts/",
-    )
-    parser.add_argument(
-        "--base-image",
-        metavar="IMAGE",
-        help="run nodes on this local image instead of the Debian-built one",
-    )
-    parser.add_argument(
-        "--refresh-catalog",
-        action="store_true",
-        help="ask Maven Central for its releases now rather than use the day-old cache",
-    )
+    add_run_arguments(parser, out_help="")
 
 
 def _choose_mode(scenario, ends: list[Candidate], wanted: str | None) -> str:

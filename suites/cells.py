@@ -10,6 +10,7 @@ by `logfork bisect` and `logfork atlas`:
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import time
 from collections import defaultdict
@@ -120,6 +121,28 @@ def observe(
 
 
 # -- what the user names, and real runs -------------------------------------------------------
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, out_help: str) -> None:
+    """The arguments of every command that runs cells: where runs and the verdict cache go,
+    the base image, the release catalogue."""
+    parser.add_argument(
+        "--out",
+        default="runs",
+        metavar="DIR",
+        help=f"where run directories go (default: runs/); verdicts are cached in "
+        f"DIR/.cache/verdicts/{out_help}",
+    )
+    parser.add_argument(
+        "--base-image",
+        metavar="IMAGE",
+        help="run nodes on this local image instead of the Debian-built one",
+    )
+    parser.add_argument(
+        "--refresh-catalog",
+        action="store_true",
+        help="ask Maven Central for its releases now rather than use the day-old cache",
+    )
 
 
 def _looks_like_path(spec: str) -> bool:
