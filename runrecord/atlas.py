@@ -23,6 +23,7 @@ class AtlasEntry:
     runs: int = 0  # runs this time: 0 when cached or not applicable, 2 after a retry
     report: str | None = None  # the run's report, relative to the atlas's index
     first_fixed: bool = False  # the first fixed release found for this scenario and mode
+    failed: bool = False  # logfork could not run it (`note` says why): run the atlas again
 
 
 @dataclass
@@ -30,7 +31,8 @@ class AtlasFinding:
     """Where the fix lies for one scenario in one mode, found by running, against fixed_in."""
 
     mode: str
-    text: str
+    text: str  # what was found, then the judgement against fixed_in
+    found: str = ""  # what was found alone, for the grid's row headers
     first_fixed: str | None = None  # the first release with no broken release after it
     last_broken: str | None = None
     agrees: bool | None = None  # with fixed_in; None: nothing to compare

@@ -198,12 +198,12 @@ def find_fix(fixed_in: str | None, mode: str, results: Sequence[CellResult]) -> 
     span = f"{cands[0].label} – {cands[-1].label}" if len(cands) > 1 else cands[0].label
     if fixed_in is None:
         if not broken:
-            return AtlasFinding(mode, f"{mode}: holds on every release run ({span})")
+            found = f"holds on every release run ({span})"
+            return AtlasFinding(mode, f"{mode}: {found}", found)
         shown = ", ".join(cands[i].label for i in broken)
+        found = f"the bug shows on {shown}"
         return AtlasFinding(
-            mode,
-            f"{mode}: FINDING: it must hold everywhere, but the bug shows on {shown}",
-            agrees=False,
+            mode, f"{mode}: FINDING: it must hold everywhere, but {found}", found, agrees=False
         )
     last = broken[-1] if broken else None
     before = None if last is None else cands[last]
@@ -226,6 +226,7 @@ def find_fix(fixed_in: str | None, mode: str, results: Sequence[CellResult]) -> 
     return AtlasFinding(
         mode,
         f"{mode}: {found}; {text}",
+        found,
         first_fixed=None if answer is None or before is None else answer.release.version,
         last_broken=None if before is None else before.release.version,
         agrees=agrees,
@@ -236,7 +237,7 @@ def _entry(r: CellResult) -> AtlasEntry:
     if r.cell.reason:
         return AtlasEntry(r.cell.mode, Outcome.NOT_APPLICABLE, r.cell.reason)
     if r.error:
-        return AtlasEntry(r.cell.mode, None, f"logfork could not run it: {r.error}", runs=r.runs)
+        return AtlasEntry(r.cell.mode, None, f"logfork could not run it: {r.error}", failed=True)
     result = r.result
     if result is None:
         return AtlasEntry(r.cell.mode, None, "not run yet")

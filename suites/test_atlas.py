@@ -105,6 +105,13 @@ def test_an_error_fails_its_cell_alone():
     done = run_cells(todo, lambda c: runner, lambda c: NoCache(), errors=(Broken,))
     assert [r.outcome for r in done] == ["consistent", None, "consistent"]
     assert done[1].error == "no jars for 2.0.1"
+    grid = atlas.build_atlas(
+        [registry.get("smoke")], [c.cell.candidate for c in done], done, started=0, complete=True
+    )
+    failed = grid.rows[0].cells[1][0]
+    assert failed.failed and failed.outcome is None and "no jars for 2.0.1" in failed.note
+    assert "| 2.0.1 | error |" in atlas_markdown(grid) and ">error<" in render_atlas(grid)
+    assert atlas.exit_code(grid) == atlas.EXIT_NO_VERDICT
 
 
 def test_the_time_left_comes_from_the_scenario_then_the_cache_then_any_run():
