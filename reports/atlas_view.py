@@ -87,6 +87,7 @@ def atlas_view(atlas: Atlas) -> dict[str, Any]:
         "runs": atlas.runs,
         "cached": atlas.cached,
         "seconds": atlas.seconds,
+        "cell_seconds": sum(e.seconds for e in entries),
         "complete": atlas.complete,
     }
 

@@ -248,3 +248,16 @@ def test_bad_input_is_a_clear_error(simulated, tmp_path, capsys, args, message):
     code, _, err = run_atlas(tmp_path, capsys, *args)
     assert code == 2 and message in err and "Traceback" not in err
     assert simulated == []
+
+
+def test_the_readme_grid_is_generated_from_the_published_atlas_of_current_releases():
+    """README.md's grid is docs/atlas.json's; when this fails, run the atlas, copy its
+    atlas.json to docs/ and run `python -m reports.atlas_view --write`."""
+    from fixtures.catalog import render
+    from reports.atlas_view import PUBLISHED, ROOT, readme_section
+
+    readme = (ROOT / "README.md").read_text()
+    assert render(readme, readme_section()) == readme
+    published = read_json(Atlas, PUBLISHED)
+    assert published.releases == SNAP.newest_patch_per_minor(), "the current releases"
+    assert published.complete
