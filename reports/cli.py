@@ -247,9 +247,15 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def report_run(
-    run_dir: Path, out: Path, *, engine: str = "local", master: str | None = None
+    run_dir: Path,
+    out: Path,
+    *,
+    engine: str = "local",
+    master: str | None = None,
+    index: bool = True,
 ) -> Path:
-    """The report of one run, written into `out` (whose index.html gains the run)."""
+    """The report of one run, written into `out` (whose index.html gains the run, unless
+    `index` is false: `logfork atlas` writes its own index)."""
     from reports.pipeline import run_pipeline
     from reports.render import write_reports
     from reports.sources import run_sources
@@ -258,4 +264,12 @@ def report_run(
     if problems:
         raise LogforkError(problems[0])
     result = run_pipeline(sources, engine=engine, master=master, write_tables=engine == "spark")
-    return write_reports(result, out)[0]
+    return write_reports(result, out, index=index)[0]
+
+
+def report_path(run_dir: Path, out: Path) -> Path:
+    """Where `report_run` writes the report of `run_dir` in `out`."""
+    from reports.render import report_name
+    from reports.sources import unique_key
+
+    return out / report_name(unique_key(run_dir.name, set()))

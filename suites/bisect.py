@@ -21,9 +21,10 @@ Both ends are run too (unless cached). Their outcomes define the sides: an outco
 one end's is on that end's side. An outcome equal to neither is placed by kind when the
 ends differ in kind (the bug seen: reproduced, departs, diverged; or not: consistent), so
 that a release past the declared fix that still shows the bug (it reports `diverged`, where
-the broken end reported `reproduced`) counts as broken; otherwise it is skipped. A step
-that ends not reached is run once more; not reached twice, it is skipped, as in `git
-bisect skip`, and the search goes around it. When skips leave more than one possible
+the broken end reported `reproduced`) counts as broken; otherwise it is skipped. Each step
+follows the cells' rule (suites.cells): a cached verdict is used; a run that ends not
+reached is run once more; not reached twice, the step is skipped, as in `git bisect skip`,
+and the search goes around it. When skips leave more than one possible
 answer, the result is ambiguous and names the range.
 
 Runs: the two ends, then ceil(log2(N - 1)) steps for N candidates, plus retries.
@@ -36,16 +37,20 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
 
 from fixtures.errors import LogforkError
 from fixtures.releases import Release
-
-BUG_SEEN = frozenset({"reproduced", "departs", "diverged"})
-CLEAN = frozenset({"consistent"})
-VERDICTS = BUG_SEEN | CLEAN
-NOT_REACHED = "not-reached"
-NOT_APPLICABLE = "not-applicable"
+from suites import cells
+from suites.cells import (
+    BUG_SEEN,
+    NOT_REACHED,
+    VERDICTS,
+    Attempt,
+    Cache,
+    Candidate,
+    NoCache,
+    Runner,
+)
 
 EXIT_AGREES = 0
 EXIT_DISAGREES = 1
@@ -62,49 +67,6 @@ class BadRange(LogforkError):
     """The range cannot be bisected as given; the message says why and what to give."""
 
     exit_code = EXIT_BAD_INPUT
-
-
-@dataclass(frozen=True)
-class Candidate:
-    label: str  # what the user sees: "2.0.1", or a distribution's path and version
-    release: Release  # its version, for ordering and for fixed_in
-    key: str  # the cache key: the version, or a digest of a local distribution
-    spec: str  # what the runner is given: a version number or a path
-
-    @classmethod
-    def maven(cls, version: str) -> Candidate:
-        return cls(version, Release(version), version, version)
-
-    @property
-    def local(self) -> bool:
-        return self.spec != self.key
-
-    def __str__(self) -> str:
-        return self.label
-
-
-@dataclass(frozen=True)
-class RunResult:
-    outcome: str
-    seconds: float
-    detail: str = ""  # the run directory, or the verdict's summary
-
-
-Runner = Callable[[Candidate], RunResult]
-
-
-class Cache(Protocol):
-    def get(self, candidate: Candidate) -> RunResult | None: ...
-
-    def put(self, candidate: Candidate, result: RunResult) -> None: ...
-
-
-class NoCache:
-    def get(self, candidate: Candidate) -> RunResult | None:
-        return None
-
-    def put(self, candidate: Candidate, result: RunResult) -> None:
-        pass
 
 
 @dataclass
@@ -286,25 +248,15 @@ def bisect(
         return step
 
     def observe(c: Candidate, role: str, place: Callable[[str], str | None]) -> str | None:
-        hit = cache.get(c)
-        if hit is not None:
-            side = place(hit.outcome)
-            record(Step(c, hit.outcome, hit.seconds, True, role, side))
-            return side
-        for attempt in (role, "retry"):
-            run = runner(c)
-            side = place(run.outcome)
-            note = ""
-            if run.outcome == NOT_REACHED:
-                note = "not reached: run again" if attempt != "retry" else "not reached twice"
-            elif side is None:
-                note = "matches neither end"
-            record(Step(c, run.outcome, run.seconds, False, attempt, side, note))
-            if run.outcome in VERDICTS:
-                cache.put(c, run)
-            if run.outcome != NOT_REACHED:
-                return side
-        return None
+        def step(attempt: Attempt) -> None:
+            outcome = attempt.result.outcome
+            side = place(outcome)
+            note = attempt.note or ("matches neither end" if side is None else "")
+            name = "retry" if attempt.retry else role
+            record(Step(c, outcome, attempt.result.seconds, attempt.cached, name, side, note))
+
+        last = cells.observe(c, runner, cache, step)[-1].result.outcome
+        return None if last == NOT_REACHED else place(last)
 
     ends: dict[str, str] = {}
 
@@ -372,33 +324,18 @@ def bisect(
 def compare(result: BisectResult, fixed_in: str | None) -> tuple[bool | None, str]:
     """Whether the answer agrees with the scenario's declared fixed_in.
 
-    fixed_in says that every release from it on behaves as fixed, every one before it as
-    broken. A fix must therefore first appear at the first candidate at or after fixed_in. A
-    regression (its --good end fixed, its --bad end broken) contradicts fixed_in when a
-    release at or after fixed_in behaves like --bad, that is when its --bad end is one.
+    A fix is judged by `judge_fix`. A regression (its --good end fixed, its --bad end
+    broken) contradicts fixed_in when a release at or after fixed_in behaves like --bad,
+    that is when its --bad end is one.
     """
     if result.answer is None:
         return None, ""
     if fixed_in is None:
         return None, "the scenario declares no fix (it must hold everywhere): nothing to compare"
+    if result.direction == Direction.FIX:
+        return judge_fix(result.candidates, result.answer, result.before, fixed_in)
     fixed = Release(fixed_in).parts
     cands = result.candidates
-    declared = next((c for c in cands if c.release.parts >= fixed), None)
-    if result.direction == Direction.FIX:
-        if declared is result.answer:
-            return True, (
-                f"AGREES with fixed_in {fixed_in}: {result.answer.label} is the first "
-                f"candidate at or after it"
-            )
-        if declared is None:
-            where = f"no candidate reaches {fixed_in}"
-        else:
-            where = f"the first candidate at or after it is {declared.label}"
-        return False, (
-            f"FINDING: the scenario declares fixed_in {fixed_in}, but the first release "
-            f"that behaves as fixed is {result.answer.label} and {result.before} still "
-            f"behaves as broken ({where})"
-        )
     broken_after_fix = [c for c in cands[cands.index(result.answer) :] if c.release.parts >= fixed]
     if not broken_after_fix:
         return True, (
@@ -409,3 +346,41 @@ def compare(result: BisectResult, fixed_in: str | None) -> tuple[bool | None, st
         f"{broken_after_fix[0].label} and later behave like --bad (broken again from "
         f"{result.answer.label})"
     )
+
+
+def judge_fix(
+    candidates: Sequence[Candidate],
+    answer: Candidate | None,
+    before: Candidate | None,
+    fixed_in: str,
+) -> tuple[bool, str]:
+    """A fix found by running `candidates` (oldest first) against the declared fixed_in:
+    `answer` is the first that behaves as fixed with none after it broken (None: the newest
+    is still broken), `before` the last that behaves as broken (None: none does).
+
+    fixed_in says that every release from it on behaves as fixed, every one before it as
+    broken, so the fix must first show at the first candidate at or after fixed_in.
+    """
+    fixed = Release(fixed_in).parts
+    declared = next((c for c in candidates if c.release.parts >= fixed), None)
+    if answer is declared:
+        if answer is None:
+            return True, f"AGREES with fixed_in {fixed_in}: every candidate is older and broken"
+        return True, (
+            f"AGREES with fixed_in {fixed_in}: {answer.label} is the first candidate at or after it"
+        )
+    where = (
+        f"no candidate reaches {fixed_in}"
+        if declared is None
+        else f"the first candidate at or after it is {declared.label}"
+    )
+    if answer is None:
+        found = f"{before} (the newest) still behaves as broken"
+    elif before is None:
+        found = f"the oldest, {answer.label}, already behaves as fixed"
+    else:
+        found = (
+            f"the first release that behaves as fixed is {answer.label} and {before} still "
+            f"behaves as broken"
+        )
+    return False, f"FINDING: the scenario declares fixed_in {fixed_in}, but {found} ({where})"

@@ -12,21 +12,16 @@ not; 2 bad input; 3 skips (or an end that was not reached) leave the answer ambi
 from __future__ import annotations
 
 import argparse
-import hashlib
-import time
-from collections import defaultdict
 from pathlib import Path
 
-from fixtures.releases import parse_version, resolve
-from suites.bisect import (
-    BadRange,
-    Candidate,
-    Direction,
-    RunResult,
-    Step,
-    bisect,
-    max_runs,
-    plan,
+from fixtures.releases import parse_version
+from suites.bisect import BadRange, Candidate, Direction, Step, bisect, max_runs, plan
+from suites.cells import (
+    add_run_arguments,
+    candidate,
+    left_out_lines,
+    scenario_runner,
+    why_not,
 )
 
 HELP = "find the first release that fixed (or broke) a scenario's behaviour"
@@ -64,53 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="search these instead of Maven Central's releases: versions or local "
         "distributions (KAFKA_HOME or .tgz), oldest first",
     )
-    parser.add_argument(
-        "--out",
-        default="runs",
-        metavar="DIR",
-        help="where run directories go (default: runs/); verdicts are cached in "
-        "DIR/.cache/verdicts/",
-    )
-    parser.add_argument(
-        "--base-image",
-        metavar="IMAGE",
-        help="run nodes on this local image instead of the Debian-built one",
-    )
-    parser.add_argument(
-        "--refresh-catalog",
-        action="store_true",
-        help="ask Maven Central for its releases now rather than use the day-old cache",
-    )
-
-
-def _looks_like_path(spec: str) -> bool:
-    return "/" in spec or spec.endswith((".tgz", ".tar.gz")) or Path(spec).expanduser().is_dir()
-
-
-def local_digest(path: Path) -> str:
-    """Identifies a local build for the verdict cache: the .tgz's bytes, or the names, sizes
-    and modification times of a KAFKA_HOME's jars (a rebuild changes them)."""
-    digest = hashlib.sha256()
-    if path.is_file():
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    else:
-        for jar in sorted((path / "libs").glob("*.jar")):
-            st = jar.stat()
-            digest.update(f"{jar.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:16]
-
-
-def candidate(spec: str) -> Candidate:
-    if _looks_like_path(spec):
-        path = Path(spec).expanduser().resolve()
-        dist = resolve(str(path))
-        return Candidate(
-            f"{spec} ({dist.release})", dist.release, f"local-{local_digest(path)}", str(path)
-        )
-    parse_version(spec)  # a clear error for text that is not a version
-    return Candidate.maven(spec)
+    add_run_arguments(parser, out_help="")
 
 
 def _choose_mode(scenario, ends: list[Candidate], wanted: str | None) -> str:
@@ -130,7 +79,6 @@ def _choose_mode(scenario, ends: list[Candidate], wanted: str | None) -> str:
 def main(args: argparse.Namespace) -> int:
     from fixtures import catalog as catalogue
     from suites import registry
-    from suites.scenario import run
     from suites.verdict_cache import VerdictCache
 
     scenario = registry.get(args.scenario)
@@ -145,8 +93,7 @@ def main(args: argparse.Namespace) -> int:
     mode = _choose_mode(scenario, [bad, good], args.kafka_mode)
 
     def exclude(c: Candidate) -> str | None:
-        reason = None if c.local else catalog.why_not_runnable(c.release.version)
-        return reason or scenario.not_applicable(c.release, mode)
+        return why_not(catalog, scenario, c, mode)
 
     if given is not None:
         between = given
@@ -171,26 +118,18 @@ def main(args: argparse.Namespace) -> int:
         )
     source = "--candidates" if given is not None else catalog.source
     print(f"candidates ({len(cands)}, {source}): {' '.join(c.label for c in cands)}")
-    by_reason: dict[str, list[str]] = defaultdict(list)
-    for c, reason in left_out:
-        by_reason[reason].append(c.label)
-    for reason, labels in by_reason.items():
-        print(f"left out: {' '.join(labels)}: {reason}")
+    for line in left_out_lines([(c.label, reason) for c, reason in left_out]):
+        print(line)
     print(
         f"at most {max_runs(len(cands))} runs, and one retry for each not reached; "
         f"verdict cache {cache.dir} (logfork {cache.version})",
         flush=True,
     )
 
-    def runner(c: Candidate) -> RunResult:
-        started = time.monotonic()
-        verdict = run(scenario, c.spec, mode, out=Path(args.out), base_image=args.base_image)
-        detail = verdict.run_dir or verdict.summary
-        return RunResult(verdict.outcome.value, time.monotonic() - started, detail)
-
     def show(step: Step) -> None:
         print(step.line(), flush=True)
 
+    runner = scenario_runner(scenario, mode, out=Path(args.out), base_image=args.base_image)
     result = bisect(
         cands,
         runner,

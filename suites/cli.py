@@ -3,6 +3,7 @@
     logfork run kip-279-s1-equal --kafka-version 1.1.1      reproduce a KIP scenario
     logfork list                                             the scenarios
     logfork bisect kip-279-s1-equal --bad 1.1.1 --good 2.0.1 the release that fixed it
+    logfork atlas --scenarios kip-101-s1,kip-279-s3           scenarios x releases, a grid
     logfork audit DIR [DIR ...]                              judge broker log dirs
     logfork prepare --kafka-version 3.9.2                    build images, fetch jars
     logfork clean                                            remove leftovers of dead runs
@@ -196,16 +197,17 @@ def build_parser() -> argparse.ArgumentParser:
     flakes.add_arguments(p)
     p.set_defaults(func=flakes.main)
 
-    from suites import bisect_cli
+    from suites import atlas_cli, bisect_cli
 
-    p = sub.add_parser(
-        "bisect",
-        help=bisect_cli.HELP,
-        description=bisect_cli.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    bisect_cli.add_arguments(p)
-    p.set_defaults(func=bisect_cli.main)
+    for name, command in (("bisect", bisect_cli), ("atlas", atlas_cli)):
+        p = sub.add_parser(
+            name,
+            help=command.HELP,
+            description=command.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.add_arguments(p)
+        p.set_defaults(func=command.main)
 
     p = sub.add_parser("clean", help="remove containers and networks of runs that are gone")
     p.add_argument("--all", action="store_true", help="also remove those of runs still in progress")

@@ -7,8 +7,10 @@ a step that finds anything else raises NotReached naming what it expected and ob
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,14 +182,36 @@ STUCK_MARKS = (
 )
 
 
+# Since KIP-461 a fetcher marks one partition failed instead of dying, and the partition's
+# next leadership change starts it afresh: the broker leads it, or a fetcher is added for it.
+# A follower fenced while the leader epoch moves on (FENCED_LEADER_EPOCH: "older epoch than
+# the current leader") is marked failed that way until its next LeaderAndIsr state, so only
+# a mark that nothing restarted since is a stuck follower. A dead fetcher thread (before
+# 2.3) is stuck for good, whatever follows: partitions added to it are never fetched.
+MARKED_FAILED = "marked as failed"
+RESTARTED = re.compile(r"Added fetcher|^(?!.*Follower ).*starts at leader epoch", re.IGNORECASE)
+
+
+def stuck_line(lines: Iterable[str], topic: str) -> str | None:
+    """The log line that stopped a follower's replication of `topic` for good, if any."""
+    marked = None
+    for line in lines:
+        if topic not in line:
+            continue
+        if any(mark in line for mark in STUCK_MARKS if mark != MARKED_FAILED):
+            return line.strip()[:400]
+        if MARKED_FAILED in line:
+            marked = marked or line.strip()[:400]
+        elif RESTARTED.search(line):
+            marked = None
+    return marked
+
+
 def stuck_follower(cluster: Cluster, broker_id: int, topic: str) -> str | None:
     log = cluster.broker(broker_id).log_file
     if not log.is_file():
         return None
-    for line in log.read_text(errors="replace").splitlines():
-        if any(mark in line for mark in STUCK_MARKS) and topic in line:
-            return line.strip()[:400]
-    return None
+    return stuck_line(log.read_text(errors="replace").splitlines(), topic)
 
 
 @dataclass

@@ -9,19 +9,19 @@ import pytest
 
 from fixtures.catalog import snapshot
 from fixtures.releases import parse_version
+from runrecord.typed import SCHEMA
 from suites.bisect import (
     EXIT_AGREES,
     EXIT_AMBIGUOUS,
     EXIT_BAD_INPUT,
     EXIT_DISAGREES,
     BadRange,
-    Candidate,
     Direction,
-    RunResult,
     bisect,
     max_runs,
     plan,
 )
+from suites.cells import Candidate, RunResult
 from suites.verdict_cache import VerdictCache
 
 FIX, REGRESSION = Direction.FIX, Direction.REGRESSION
@@ -150,6 +150,7 @@ def test_a_second_bisect_reuses_cached_verdicts(tmp_path):
     files = sorted((tmp_path / "runs" / ".cache" / "verdicts").glob("*.json"))
     assert len(files) == len({s.candidate.key for s in first.steps})
     record = json.loads(files[0].read_text())
+    assert record["schema"] == SCHEMA  # the run record's one typed schema
     assert record["key"]["scenario"] == "kip-279-s1-equal" and record["key"]["logfork"] == "9.9"
 
     second_runner = Simulated(pytest.fail)  # must not run anything
@@ -174,9 +175,15 @@ def test_the_cache_keeps_verdicts_only_and_ignores_foreign_files(tmp_path):
     c = Candidate.maven("3.9.2")
     cache.put(c, RunResult("not-reached", 3.0))
     assert cache.get(c) is None and not cache.dir.exists()
-    cache.put(c, RunResult("consistent", 3.0, "runs/x"))
-    assert cache.get(c) == RunResult("consistent", 3.0, "runs/x")
+    kept = RunResult("consistent", 3.0, "runs/x", "all present", "consistent")
+    cache.put(c, kept)
+    assert cache.get(c) == kept and cache.get(c).as_expected is True
     assert [p.name for p in cache.dir.iterdir()] == ["smoke--3.9.2--zk--1.json"]  # no temp
+    record = json.loads(cache.path(c).read_text())
+    cache.path(c).write_text(json.dumps({**record, "schema": SCHEMA + 1}))
+    assert cache.get(c) is None  # another schema: a miss, not an error
+    cache.path(c).write_text(json.dumps({**record, "outcome": "not-reached"}))
+    assert cache.get(c) is None
     cache.path(c).write_text("{torn")
     assert cache.get(c) is None
 

@@ -6,32 +6,26 @@ from __future__ import annotations
 import pytest
 
 from fixtures import catalog
-from fixtures.releases import Release, parse_version, resolve
+from fixtures.releases import parse_version
+from runrecord.outcome import Outcome
 from suites import cli
-from suites import scenario as scenario_module
-from suites.scenario import Outcome, Verdict
+from testsupport.simulated import simulate_runs
 
 
 @pytest.fixture
 def simulated(monkeypatch):
     """Every release before `state["fix"]` shows the bug; `state["calls"]` records the runs."""
-    state = {"fix": "2.0.0", "calls": [], "not_reached": set()}
+    state = {"fix": "2.0.0", "not_reached": set()}
 
-    def fake_run(scenario, kafka, mode, *, out, base_image=None):
-        release = resolve(kafka).release if "/" in kafka else Release(kafka)
-        state["calls"].append((kafka, mode))
-        if kafka in state["not_reached"]:
-            outcome = Outcome.NOT_REACHED
-        elif release.parts < parse_version(state["fix"]):
-            outcome = Outcome.REPRODUCED
-        else:
-            outcome = Outcome.CONSISTENT
-        return Verdict(
-            scenario.id, str(release), mode, outcome, scenario.expected(release), "simulated"
-        )
+    def decide(scenario, release, mode):
+        if str(release) in state["not_reached"]:
+            return Outcome.NOT_REACHED
+        if release.parts < parse_version(state["fix"]):
+            return Outcome.REPRODUCED
+        return Outcome.CONSISTENT
 
-    monkeypatch.setattr(scenario_module, "run", fake_run)
-    monkeypatch.setattr(catalog, "load", lambda refresh=False: catalog.snapshot())
+    runs = simulate_runs(monkeypatch, decide)
+    state["runs"], state["calls"] = runs, runs.calls
     return state
 
 
@@ -73,16 +67,10 @@ def test_a_disagreement_is_a_finding_with_exit_1(simulated, tmp_path, capsys):
 
 def test_a_regression(simulated, tmp_path, capsys):
     # smoke must hold everywhere; simulate it breaking: consistent before, diverged after.
-    simulated["fix"] = "9.0"  # every release "reproduces"; the fake maps it below
+    def decide(scenario, release, mode):
+        return Outcome.DIVERGED if release.parts >= (3, 7, 1) else Outcome.CONSISTENT
 
-    def fake_run(scenario, kafka, mode, *, out, base_image=None):
-        release = Release(kafka)
-        broken = release.parts >= (3, 7, 1)
-        outcome = Outcome.DIVERGED if broken else Outcome.CONSISTENT
-        simulated["calls"].append((kafka, mode))
-        return Verdict(scenario.id, kafka, mode, outcome, Outcome.CONSISTENT, "simulated")
-
-    scenario_module.run = fake_run  # monkeypatch restores the original at teardown
+    simulated["runs"].decide = decide
     code, out, _ = bisect(
         tmp_path, capsys, "smoke", "--regression", "--good", "3.3.0", "--bad", "4.0.0"
     )

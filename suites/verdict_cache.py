@@ -1,24 +1,25 @@
-"""Verdicts of earlier runs, so that a second `logfork bisect` over a range reruns nothing.
+"""Verdicts of earlier runs, so that a second `logfork bisect` or `logfork atlas` over the
+same cells reruns nothing.
 
-One small JSON file per (scenario, release, mode, logfork version) under
-`<runs dir>/.cache/verdicts/`, written atomically (a temporary file renamed over the
-target), so that an interrupted bisect never leaves half a verdict. Only verdicts are kept
+One file per (scenario, release, mode, logfork version) under `<runs dir>/.cache/verdicts/`,
+a `runrecord.cell.CellVerdict` written on the run record's schema (runrecord.typed), and
+atomically, so that an interrupted run never leaves half a verdict. Only verdicts are kept
 (reproduced, consistent, departs, diverged): a run that ended not reached is no verdict and
 is run again next time. A new logfork version starts afresh, since its scenarios may judge
-differently.
+differently; a file of another schema, or torn, is a miss.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
 
-from suites.bisect import VERDICTS, Candidate, RunResult
+from runrecord.cell import CellKey, CellVerdict
+from runrecord.outcome import Outcome
+from runrecord.typed import RunRecordError, read_json, write_json
+from suites.cells import VERDICTS, Candidate, RunResult
 
 
 def logfork_version() -> str:
@@ -41,48 +42,48 @@ class VerdictCache:
         self.mode = mode
         self.version = version or logfork_version()
 
-    def _key(self, candidate: Candidate) -> dict[str, str]:
-        return {
-            "scenario": self.scenario,
-            "release": candidate.key,
-            "mode": self.mode,
-            "logfork": self.version,
-        }
+    def key(self, candidate: Candidate) -> CellKey:
+        return CellKey(self.scenario, candidate.key, self.mode, self.version)
 
     def path(self, candidate: Candidate) -> Path:
-        name = "--".join(_safe(v) for v in self._key(candidate).values())
+        key = self.key(candidate)
+        name = "--".join(_safe(v) for v in (key.scenario, key.release, key.mode, key.logfork))
         return self.dir / f"{name}.json"
 
-    def get(self, candidate: Candidate) -> RunResult | None:
+    def record(self, candidate: Candidate) -> CellVerdict | None:
+        path = self.path(candidate)
+        if not path.is_file():
+            return None
         try:
-            data = json.loads(self.path(candidate).read_text())
-        except (OSError, ValueError):
+            record = read_json(CellVerdict, path)
+        except RunRecordError:
             return None
         # The file name is a sanitised key; the key inside must match exactly.
-        if not isinstance(data, dict) or data.get("key") != self._key(candidate):
+        if record.key != self.key(candidate) or record.outcome.value not in VERDICTS:
             return None
-        if data.get("outcome") not in VERDICTS:
+        return record
+
+    def get(self, candidate: Candidate) -> RunResult | None:
+        record = self.record(candidate)
+        if record is None:
             return None
-        return RunResult(data["outcome"], float(data.get("seconds", 0.0)), data.get("detail", ""))
+        expected = None if record.expected is None else record.expected.value
+        return RunResult(
+            record.outcome.value, record.seconds, record.run_dir, record.summary, expected
+        )
 
     def put(self, candidate: Candidate, result: RunResult) -> None:
         if result.outcome not in VERDICTS:
             return
-        record = {
-            "key": self._key(candidate),
-            "label": candidate.label,
-            "outcome": result.outcome,
-            "seconds": round(result.seconds, 3),
-            "detail": result.detail,
-            "recorded_at": time.time(),
-        }
+        record = CellVerdict(
+            key=self.key(candidate),
+            label=candidate.label,
+            outcome=Outcome(result.outcome),
+            seconds=round(result.seconds, 3),
+            run_dir=result.run_dir,
+            summary=result.summary,
+            expected=None if result.expected is None else Outcome(result.expected),
+            recorded_at=time.time(),
+        )
         self.dir.mkdir(parents=True, exist_ok=True)
-        target = self.path(candidate)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(record, f, indent=1)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json(self.path(candidate), record)

@@ -18,6 +18,7 @@ from checkers.history import ReadLog
 from checkers.records import Record
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError
+from fixtures.waiting import wait_until
 from runrecord.history import Send
 from runrecord.typed import JsonLines
 
@@ -141,7 +142,16 @@ def read_partition(
         }
     )
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        # A broker that has just restarted answers metadata requests from its own cache
+        # until the controller's UpdateMetadata reaches it, so the client can be sent to a
+        # replica that is not the leader (NOT_LEADER_FOR_PARTITION): ask until the leader
+        # answers.
+        low, high = wait_until(
+            lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10),
+            lambda offsets: offsets is not None,
+            what=f"the leader of {topic}-{partition} to give its offsets",
+            timeout=timeout,
+        )
         consumer.assign([TopicPartition(topic, partition, low)])
         records: list[Record] = []
         deadline = time.monotonic() + timeout
