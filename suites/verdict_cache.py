@@ -6,11 +6,14 @@ a `runrecord.cell.CellVerdict` written on the run record's schema (runrecord.typ
 atomically, so that an interrupted run never leaves half a verdict. Only verdicts are kept
 (reproduced, consistent, departs, diverged): a run that ended not reached is no verdict and
 is run again next time. A new logfork version starts afresh, since its scenarios may judge
-differently; a file of another schema, or torn, is a miss.
+differently; so does any change to the product's source (the version carries a digest of
+it, as a checkout's version stays the same between fixes). A file of another schema, or
+torn, is a miss.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from importlib import metadata
@@ -21,12 +24,28 @@ from runrecord.outcome import Outcome
 from runrecord.typed import RunRecordError, read_json, write_json
 from suites.cells import VERDICTS, Candidate, RunResult
 
+PRODUCT = ("fixtures", "observe", "faults", "checkers", "runrecord", "reports", "suites")
+
+
+def source_digest() -> str:
+    """A digest of the product's Python source (tests left out): what judged a verdict."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for package in PRODUCT:
+        for path in sorted((root / package).rglob("*.py")):
+            relative = path.relative_to(root)
+            if "tests" in relative.parts or path.name.startswith("test_"):
+                continue
+            digest.update(str(relative).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
 
 def logfork_version() -> str:
     try:
-        return metadata.version("logfork")
+        version = metadata.version("logfork")
     except metadata.PackageNotFoundError:  # run from a checkout without installing
-        return "0+unknown"
+        version = "0"
+    return f"{version}+{source_digest()}"
 
 
 def _safe(text: str) -> str:
