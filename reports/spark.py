@@ -18,6 +18,7 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -134,9 +135,34 @@ def _stop_locked() -> None:
             _scratch = None
 
 
+def check_reachable(master: str, timeout: float = 5.0) -> None:
+    """A standalone master (``spark://host:port[,host:port]``) must accept connections:
+    Spark itself would retry for a minute and then fail in a way that says little."""
+    if not master.startswith("spark://"):
+        return
+    problems = []
+    for address in master[len("spark://") :].split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return
+        except (OSError, ValueError) as exc:
+            problems.append(f"{address}: {exc.strerror if isinstance(exc, OSError) else exc}")
+    raise SparkUnavailable(
+        f"the Spark master {master} does not answer ({'; '.join(problems)}). Check the "
+        "--spark-master URL, and that the master runs and is reachable from this machine."
+    )
+
+
+def _loopback(master: str) -> bool:
+    host = master.removeprefix("spark://").rpartition(":")[0]
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
 def _start(master: str) -> SparkSession:
     global _scratch
     quiet_pandas_warning()
+    check_reachable(master)
     # Python workers must run this interpreter (the one with pyarrow, pandas and logfork).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -153,9 +179,9 @@ def _start(master: str) -> SparkSession:
         # which on a small machine is CPU the Python tasks get.
         java_opts += " -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
     java_opts = " ".join([java_opts, os.environ.get("LOGFORK_SPARK_JAVA_OPTS", "")]).strip()
-    if cores is not None:
-        # A local master needs no network: bind to loopback, and no warning about which
-        # interface the host name resolves to.
+    if cores is not None or _loopback(master):
+        # A local master, or a cluster on loopback, needs no other interface: bind to
+        # loopback, and no warning about which interface the host name resolves to.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     pythonpath = os.pathsep.join(
         p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
@@ -247,6 +273,34 @@ def _relay(read_fd: int, out_fd: int) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300]
+
+
+def task_placement(spark: SparkSession, tasks: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    """(stage, task attempt id) of finished tasks -> "executor ID on HOST", from Spark's own
+    status store (the one its web UI shows). Its listener records tasks moments after they
+    end, so this waits until every task is there."""
+    from fixtures.waiting import wait_until
+
+    store = spark.sparkContext._jsc.sc().statusStore()
+    stages = sorted({stage for stage, _ in tasks})
+
+    def probe() -> dict[tuple[int, int], str]:
+        found: dict[tuple[int, int], str] = {}
+        for stage in stages:
+            for attempt in range(4):  # a stage retried after a lost executor has attempts
+                listed = store.taskList(stage, attempt, 2**31 - 1)
+                for i in range(listed.size()):
+                    task = listed.apply(i)
+                    found[(stage, task.taskId())] = f"executor {task.executorId()} on {task.host()}"
+                if listed.size() == 0:
+                    break
+        return found
+
+    if not tasks:
+        return {}
+    return wait_until(
+        probe, lambda found: tasks <= found.keys(), what="Spark's record of its tasks", timeout=60
+    )
 
 
 def _stop_at_exit() -> None:

@@ -8,10 +8,11 @@ timeline, verdicts); Spark writes the producer history, which can hold millions 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,24 @@ def destinations(sources: Sequence[RunSource], tables_dir: Path | None) -> dict[
         elif tables_dir is not None:
             out[source.key] = tables_dir if len(loose) == 1 else tables_dir / source.key
     return out
+
+
+@contextlib.contextmanager
+def staged(dests: dict[str, Path]) -> Iterator[dict[str, Path]]:
+    """Staging folders beside each destination, moved in place (replacing what was there)
+    when the block completes, and removed when it fails."""
+    token = uuid.uuid4().hex[:12]
+    staging = {key: dest.parent / f".{dest.name}.partial-{token}" for key, dest in dests.items()}
+    try:
+        yield staging
+    except BaseException:
+        for folder in staging.values():
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    for key, dest in dests.items():
+        if dest.exists():
+            shutil.rmtree(dest)
+        staging[key].replace(dest)
 
 
 def fresh(folder: Path) -> None:
