@@ -128,6 +128,7 @@ def run_audit(args: argparse.Namespace) -> int:
         if engine == "local" and not args.html:
             result = audit(args.dirs, topic=args.topic, protocol=protocol, compacted=args.compacted)
         else:
+            from reports.outputs import as_location
             from reports.pipeline import run_pipeline
             from reports.sources import audit_source
 
@@ -139,7 +140,7 @@ def run_audit(args: argparse.Namespace) -> int:
                 engine=engine,
                 master=args.spark_master,
                 write_tables=args.tables is not None,
-                tables_dir=Path(args.tables) if args.tables else None,
+                tables_dir=as_location(args.tables) if args.tables else None,
             )
             run = pipeline.runs[0]
             result = run.audit

@@ -22,7 +22,6 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -33,6 +32,7 @@ from reports import rows as R
 from reports import tables as T
 from reports import tables_out
 from reports.judge import PartitionRow
+from reports.outputs import Location, child, fresh
 from reports.progress import SparkProgress
 from reports.results import Assemble, EngineOutput, RunResult, judge_config
 from reports.scan import EXECUTOR_TABLES, decode_metadata, judge_bucket, task_json
@@ -62,7 +62,7 @@ def run(
     *,
     master: str | None = None,
     write_tables: bool = True,
-    tables_dir: Path | None = None,
+    tables_dir: Location | None = None,
 ) -> SparkRun:
     quiet_pandas_warning()
     spark = get_session(master)
@@ -72,7 +72,7 @@ def run(
     with tables_out.staged(final) as dests:
         for dest in dests.values():
             for name in EXECUTOR_TABLES:
-                tables_out.fresh(dest / name)
+                fresh(child(dest, name))
         done = _execute(spark, sources, assemble, dests)
     for run in done.runs:
         run.tables_dir = final.get(run.key)
@@ -80,7 +80,7 @@ def run(
 
 
 def _execute(
-    spark: Any, sources: Sequence[RunSource], assemble: Assemble, dests: dict[str, Path]
+    spark: Any, sources: Sequence[RunSource], assemble: Assemble, dests: dict[str, Location]
 ) -> SparkRun:
     timings: dict[str, float] = {}
     outputs = {s.key: EngineOutput() for s in sources}
@@ -287,7 +287,7 @@ def _judge(
     acked: Any,
     config: Any,
     assignment: dict[tuple[str, str, int], int],
-    dests: dict[str, Path],
+    dests: dict[str, Location],
 ) -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema

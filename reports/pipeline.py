@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from fixtures.errors import LogforkError
 from reports import engine_local, engine_spark
+from reports.outputs import Location
 from reports.results import PipelineResult, assemble
 from reports.sources import RunSource
 
@@ -33,7 +33,7 @@ def run_pipeline(
     engine: str = "spark",
     master: str | None = None,
     write_tables: bool = True,
-    tables_dir: Path | None = None,
+    tables_dir: Location | None = None,
 ) -> PipelineResult:
     """Read, judge and assemble every source. With the Spark engine, tables go to
     `<run>/tables/` for reported run directories, or under `tables_dir` (one folder per

@@ -12,23 +12,20 @@ one partition's replicas plus a bounded buffer of table rows, however large the 
 from __future__ import annotations
 
 import json
-import os
 import pickle
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from checkers.audit import decide
 from checkers.audit.plan import ReadTask
-from checkers.audit.read import read_replicas
+from checkers.audit.read import metadata_at, read_replicas
 from checkers.lineage import Lineage
-from checkers.metadata_log import decode_metadata_log
 from reports import rows as R
 from reports.judge import JudgeConfig, partition_row
+from reports.outputs import as_location, child, write_parquet
 from reports.tables import (
     BATCHES_SCHEMA,
     EPOCHS_SCHEMA,
@@ -100,11 +97,8 @@ class TableWriter:
 
     def _put(self, name: str, table: pa.Table) -> None:
         assert self.tables is not None
-        folder = Path(self.tables) / name
-        target = folder / f"part-{self.part:05d}-{self.chunk:04d}.parquet"
-        partial = folder / f".{target.name}.{os.getpid()}.tmp"
-        pq.write_table(table, partial)
-        partial.replace(target)
+        folder = child(as_location(self.tables), name)
+        write_parquet(folder, f"part-{self.part:05d}-{self.chunk:04d}.parquet", table)
 
 
 def _by_partition(frame: pd.DataFrame) -> dict[tuple[str, int], list[dict[str, Any]]]:
@@ -184,4 +178,4 @@ def decode_metadata(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
 
 
 def metadata_log_json(path: str) -> str:
-    return R.metadata_log_json(decode_metadata_log(path))
+    return R.metadata_log_json(metadata_at(path))

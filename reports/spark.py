@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+# Settings of the filesystems the executors read and write (`checkers.storage`); Spark's
+# own redaction (spark.redaction.regex) keeps secrets out of its UI and logs.
+FORWARDED_ENV = ("AWS_",)
 MASTER_ENV = "LOGFORK_SPARK_MASTER"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -198,6 +201,11 @@ def _start(master: str) -> SparkSession:
         .config("spark.executorEnv.PYTHONPATH", pythonpath)
         .config("spark.local.dir", str(conf_dir / "scratch"))
     )
+    for name, value in sorted(os.environ.items()):
+        if name.startswith(FORWARDED_ENV):
+            # A cluster's executors were started before this driver: they learn how to
+            # reach the filesystems (S3 endpoint and credentials) from the application.
+            builder = builder.config(f"spark.executorEnv.{name}", value)
     if cores is not None:
         # Local runs: no web UI (a port and a second of start-up for nothing), and shuffles
         # sized for the cores rather than Spark's 200 partitions.

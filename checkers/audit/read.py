@@ -16,10 +16,23 @@ from checkers.checkpoints import (
 )
 from checkers.lineage import Lineage, read_partition
 from checkers.metadata_log import MetadataLog, decode_metadata_log
+from checkers.storage import is_remote, relabel, staged_dir, unreadable
 
 
 def read_task(task: ReadTask) -> Lineage:
-    """The replica's lineage, with the offsets its log dir's checkpoints hold for it."""
+    """The replica's lineage, with the offsets its log dir's checkpoints hold for it. A
+    remote partition dir is read from a local copy (`checkers.storage`), named by its URI."""
+    if not is_remote(task.path):
+        return _read_local(task, Path(task.path))
+    try:
+        with staged_dir(task.path) as local:
+            return relabel(_read_local(task, local), str(local), task.path)
+    except Exception as exc:  # noqa: BLE001 - any filesystem failure is bad input
+        error = unreadable(task.path, exc)
+        return Lineage(task.topic, task.partition, task.broker, errors=[error], path=task.path)
+
+
+def _read_local(task: ReadTask, path: Path) -> Lineage:
     tp = task.tp
     offsets = {
         REPLICATION_OFFSET_CHECKPOINT: task.high_watermark,
@@ -28,7 +41,7 @@ def read_task(task: ReadTask) -> Lineage:
         CLEANER_OFFSET_CHECKPOINT: task.cleaned_to,
     }
     return read_partition(
-        Path(task.path),
+        path,
         task.broker,
         tp,
         {name: {} if value is None else {tp: value} for name, value in offsets.items()},
@@ -64,4 +77,15 @@ def read_replicas(
 
 def read_metadata(task: ReadTask) -> MetadataLog:
     """A metadata-log task's history of partition states (`checkers.metadata_log`)."""
-    return decode_metadata_log(task.path)
+    return metadata_at(task.path)
+
+
+def metadata_at(path: str) -> MetadataLog:
+    """The metadata log in a partition dir, local or remote."""
+    if not is_remote(path):
+        return decode_metadata_log(path)
+    try:
+        with staged_dir(path) as local:
+            return relabel(decode_metadata_log(local), str(local), path)
+    except Exception as exc:  # noqa: BLE001 - any filesystem failure is bad input
+        return MetadataLog(path=path, errors=[unreadable(path, exc)])
