@@ -69,7 +69,8 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
         "dirs",
         nargs="+",
         metavar="DIR",
-        help="a broker log dir, or a logfork run directory (holding run.json)",
+        help="a broker log dir (a path, file://, or a filesystem URI such as s3://bucket/dir "
+        "or hdfs://host/dir), or a logfork run directory (holding run.json)",
     )
     parser.add_argument(
         "--json",
@@ -101,7 +102,7 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tables",
         metavar="DIR",
-        help="also write the Parquet tables into DIR (Spark engine)",
+        help="also write the Parquet tables into DIR, a path or filesystem URI (Spark engine)",
     )
 
 
