@@ -129,6 +129,12 @@ def check(results: list[dict[str, Any]], fleet: Any) -> list[str]:
             f"{'ok  ' if driver < DRIVER_BAR else 'FAIL'} {r['engine']}: driver peak "
             f"RSS {mb(driver)} (bar < {mb(DRIVER_BAR)})"
         )
+    if "standalone" in by:
+        placed = by["standalone"]["executors"]
+        lines.append(
+            f"{'ok  ' if len(placed) == 2 else 'FAIL'} standalone: partitions judged by "
+            f"{', '.join(placed)}"
+        )
     if "local[1]" in by and "local[2]" in by:
         speedup = by["local[1]"]["seconds"] / by["local[2]"]["seconds"]
         lines.append(
@@ -147,7 +153,7 @@ def report(results: list[dict[str, Any]], total: int) -> None:
     base = next((r for r in results if r["engine"] == "local[1]"), results[0])
     scan = next((r for r in results if r["engine"] == "scan"), None)
     print(
-        f"{'engine':11} {'seconds':>8} {'batches/s':>10} {'vs local[1]':>11} "
+        f"{'engine':11} {'session':>7} {'seconds':>8} {'batches/s':>10} {'vs local[1]':>11} "
         f"{'vs scan':>8} {'driver py':>10} {'driver JVM':>10} {'executors (JVM + python)'}"
     )
     for r in results:
@@ -159,7 +165,8 @@ def report(results: list[dict[str, Any]], total: int) -> None:
             executors = f"in the driver; python workers {mb(r.get('python_worker', 0))}"
         vs_scan = "" if scan is None else f"{scan['seconds'] / r['seconds']:7.2f}x"
         print(
-            f"{r['engine']:11} {r['seconds']:8.1f} {rate / 1e3:9.0f}k "
+            f"{r['engine']:11} {r.get('session_seconds', 0):7.1f} {r['seconds']:8.1f} "
+            f"{rate / 1e3:9.0f}k "
             f"{base['seconds'] / r['seconds']:10.2f}x {vs_scan:>8} "
             f"{mb(r.get('driver_python', 0)):>10} {mb(r.get('driver_jvm', 0)):>10} {executors}"
         )
