@@ -24,9 +24,11 @@ from reports.spark import MASTER_ENV
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 # Above this many bytes of segments, `logfork audit` picks the Spark engine by itself: the
-# local engine reads on one core, Spark on all of them, once its JVM has started (see the
-# README for the measurement behind the figure).
-AUTO_SPARK_BYTES = 2 * 1024**3
+# local engine reads on one core, Spark on all of them once its JVM has started. Measured
+# with benchmarks.crossover on a 2-core machine (one-record batches, start-up included):
+# both engines stream at about 70 MiB/s there, Spark after 10-16 s of start-up, and the
+# fitted lines cross at 9.4 and 21.9 GiB in two runs; the lower one, rounded, is the bar.
+AUTO_SPARK_BYTES = 10 * 1024**3
 
 
 def paragraph(text: str) -> None:
