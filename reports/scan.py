@@ -46,24 +46,24 @@ def task_json(task: ReadTask) -> str:
     return json.dumps(task.__dict__)
 
 
-def _task_context() -> tuple[int, int, int]:
-    """(partition id, stage id, task attempt id) of the running Spark task."""
+def _task_context() -> tuple[int, int]:
+    """(stage id, task attempt id) of the running Spark task."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
-        return 0, -1, -1
-    return context.partitionId(), context.stageId(), context.taskAttemptId()
+        return -1, -1
+    return context.stageId(), context.taskAttemptId()
 
 
 class TableWriter:
     """The tables as large as the logs, written where the replicas are read. Rows are
     buffered as Arrow batches and written out past `MAX_BUFFERED_*`; each file is named by
-    the task's partition id and a chunk number, so a retried task rewrites the same files
-    instead of adding to them."""
+    the bucket (unique in its run) and a chunk number, so a retried task rewrites the same
+    files instead of adding to them."""
 
-    def __init__(self, tables: str | None, run: str, part: int) -> None:
-        self.tables, self.run, self.part = tables, run, part
+    def __init__(self, tables: str | None, run: str, bucket: int) -> None:
+        self.tables, self.run, self.bucket = tables, run, bucket
         self.chunk = 0
         self.buffered: dict[str, list[pa.RecordBatch]] = {n: [] for n in EXECUTOR_TABLES}
         self.batches = self.replicas = 0
@@ -98,7 +98,7 @@ class TableWriter:
     def _put(self, name: str, table: pa.Table) -> None:
         assert self.tables is not None
         folder = child(as_location(self.tables), name)
-        write_parquet(folder, f"part-{self.part:05d}-{self.chunk:04d}.parquet", table)
+        write_parquet(folder, f"part-{self.bucket:05d}-{self.chunk:04d}.parquet", table)
 
 
 def _by_partition(frame: pd.DataFrame) -> dict[tuple[str, int], list[dict[str, Any]]]:
@@ -123,9 +123,9 @@ def judge_bucket(
     protocol = Protocol(config.protocols[run])
     held = _by_partition(tasks)
     sent = _by_partition(sends)
-    part, stage, attempt = _task_context()
+    stage, attempt = _task_context()
     tables = next((t["tables"] for rows in held.values() for t in rows if t["tables"]), None)
-    writer = TableWriter(tables, run, part)
+    writer = TableWriter(tables, run, int(key[1]))
     out = []
     for tp in sorted(held.keys() | sent.keys()):
         read = sorted(

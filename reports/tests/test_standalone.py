@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks.fleet_data import write_fleet
 from fixtures.spark_cluster import SparkCluster
+from reports import engine_spark
 from reports.pipeline import LOCAL, run_pipeline
 from reports.spark import stop_session
 from reports.tests.test_spark_modes import inputs, snapshot
@@ -32,9 +33,12 @@ def logfork(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_pipeline_on_the_cluster_equals_the_local_engine(
-    spark_cluster: SparkCluster, tmp_path: Path
+    spark_cluster: SparkCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sources = inputs(tmp_path)
+    # Small buckets: each task judges several, one partition at a time, and writes each
+    # bucket's table files apart.
+    monkeypatch.setattr(engine_spark, "BUCKET_BYTES", 20_000)
     local = run_pipeline(sources, engine="local")
     try:
         stop_session()
