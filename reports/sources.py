@@ -92,7 +92,10 @@ def find_run_dirs(paths: Iterable[Path | str]) -> tuple[list[Path], list[str]]:
     found: list[Path] = []
     problems: list[str] = []
     for raw in paths:
-        path = Path(raw)
+        if is_remote(raw):
+            problems.append(f"{raw}: run directories are read on this machine: a path or file://")
+            continue
+        path = Path(local_path(raw))
         if is_run_dir(path):
             found.append(path)
             continue
