@@ -95,3 +95,38 @@ def test_the_cluster_leaves_nothing_behind_even_when_its_user_fails(tmp_path: Pa
     assert cluster.pids() == []
     for pid in seen:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_a_killed_owner_takes_its_cluster_with_it(tmp_path: Path) -> None:
+    """SIGKILL leaves no teardown code to run: the kernel's parent-death signal does it."""
+    from fixtures.daemons import group_members
+    from fixtures.waiting import wait_until
+
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from fixtures.spark_cluster import SparkCluster\n"
+        "c = SparkCluster(workers=1, root=Path(sys.argv[1]))\n"
+        "c.start()\n"
+        "print(' '.join(str(d.pid) for d in c.daemons), flush=True)\n"
+        "sys.stdin.read()\n"  # until killed
+    )
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path / "c")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        groups = [int(p) for p in owner.stdout.readline().split()]
+        assert len(groups) == 2 and group_members(groups)
+    finally:
+        owner.kill()
+        owner.wait()
+    wait_until(
+        lambda: group_members(groups),
+        lambda left: not left,
+        what="the killed owner's master and worker to exit",
+        timeout=60,
+    )
