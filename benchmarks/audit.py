@@ -39,7 +39,10 @@ def measure(dirs: list[str], master: str, repeat: int, tables: Path) -> dict[str
         result = run_pipeline([source], master=master, tables_dir=tables)
         runs.append({"seconds": time.monotonic() - mark, **result.timings})
         run = result.runs[0]
-        summary = [(p.topic, p.partition, p.status, p.diverged_at) for p in run.partitions]
+        summary = [
+            (p.topic, p.partition, p.status, p.verdict.diverged_at if p.verdict else None)
+            for p in run.partitions
+        ]
         if verdicts is not None and summary != verdicts:
             raise SystemExit(f"{master}: results differ between repeats")
         verdicts = summary

@@ -38,13 +38,13 @@ def _body(records: int, tag: bytes) -> tuple[int, bytes]:
 
 
 def _segment(batches: int, records: int, epochs: int, planted_at: int | None) -> bytes:
-    length, same = _body(records, b"same")
-    _, other = _body(records, b"other")
+    same = _body(records, b"same")
+    other = _body(records, b"other")  # another length too: each keeps its own
     parts = []
     for i in range(batches):
         base = i * records
         epoch = 1 + epochs * i // batches
-        body = other if planted_at is not None and base >= planted_at else same
+        length, body = other if planted_at is not None and base >= planted_at else same
         parts.append(_PREFIX.pack(base, length, epoch, 2) + body)
     return b"".join(parts)
 

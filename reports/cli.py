@@ -24,9 +24,11 @@ from reports.spark import MASTER_ENV
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 # Above this many bytes of segments, `logfork audit` picks the Spark engine by itself: the
-# local engine reads on one core, Spark on all of them, once its JVM has started (see the
-# README for the measurement behind the figure).
-AUTO_SPARK_BYTES = 2 * 1024**3
+# local engine reads on one core, Spark on all of them once its JVM has started. Measured
+# with benchmarks.crossover on a 2-core machine (one-record batches, start-up included):
+# both engines stream at about 70 MiB/s there, Spark after 10-16 s of start-up, and the
+# fitted lines cross at 9.4 and 21.9 GiB in two runs; the lower one, rounded, is the bar.
+AUTO_SPARK_BYTES = 10 * 1024**3
 
 
 def paragraph(text: str) -> None:
@@ -69,7 +71,8 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
         "dirs",
         nargs="+",
         metavar="DIR",
-        help="a broker log dir, or a logfork run directory (holding run.json)",
+        help="a broker log dir (a path, file://, or a filesystem URI such as s3://bucket/dir "
+        "or hdfs://host/dir), or a logfork run directory (holding run.json)",
     )
     parser.add_argument(
         "--json",
@@ -101,7 +104,7 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tables",
         metavar="DIR",
-        help="also write the Parquet tables into DIR (Spark engine)",
+        help="also write the Parquet tables into DIR, a path or filesystem URI (Spark engine)",
     )
 
 
@@ -128,6 +131,7 @@ def run_audit(args: argparse.Namespace) -> int:
         if engine == "local" and not args.html:
             result = audit(args.dirs, topic=args.topic, protocol=protocol, compacted=args.compacted)
         else:
+            from reports.outputs import as_location
             from reports.pipeline import run_pipeline
             from reports.sources import audit_source
 
@@ -139,7 +143,7 @@ def run_audit(args: argparse.Namespace) -> int:
                 engine=engine,
                 master=args.spark_master,
                 write_tables=args.tables is not None,
-                tables_dir=Path(args.tables) if args.tables else None,
+                tables_dir=as_location(args.tables) if args.tables else None,
             )
             run = pipeline.runs[0]
             result = run.audit

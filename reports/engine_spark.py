@@ -1,30 +1,29 @@
 """The Spark engine: each source's read tasks run in Spark tasks.
 
     metadata-log tasks (mapInArrow) -> the driver chooses each run's leaders
-    read tasks (mapInArrow over broadcast slices) -> replica rows; the tasks write the large
-      tables (batches, lineage, epochs) themselves
-    replica rows cogrouped with acknowledged sends by (run, bucket) (applyInPandas) ->
-      `reports.judge.partition_row` per partition -> rows collected through Arrow
+    read tasks (one small row per replica) cogrouped with acknowledged sends by (run,
+      bucket) (applyInPandas) -> `reports.scan.judge_bucket` reads, judges and writes the
+      large tables one partition at a time -> one compact row per partition, collected
+      through Arrow
     producer.jsonl read and counted by Spark -> `reports.pipeline.summarise_sends`
 
-What crosses the JVM is compact (a replica's batches travel as one binary value), so the
-work is the Python tasks', which is what more cores speed up. Every collected row is
-sorted on its keys, so the answer does not depend on how many tasks or cores did the work.
+No batch crosses the JVM or the shuffle: the executors read the segments themselves, and
+what a task holds is one partition's replicas at a time, so neither the driver's nor an
+executor's memory grows with the fleet. Every collected row is sorted on its keys, so the
+answer does not depend on how many tasks or cores did the work.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import pickle
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 
 from checkers.audit import decide
@@ -32,20 +31,29 @@ from checkers.audit.plan import ReadTask
 from reports import rows as R
 from reports import tables as T
 from reports import tables_out
-from reports.judge import PartitionRow, partition_row
+from reports.judge import PartitionRow
+from reports.outputs import Location, child, fresh
 from reports.progress import SparkProgress
 from reports.results import Assemble, EngineOutput, RunResult, judge_config
-from reports.scan import EXECUTOR_TABLES, decode_metadata, scan_slices
+from reports.scan import EXECUTOR_TABLES, decode_metadata, judge_bucket, task_json
 from reports.sources import RunSource
-from reports.spark import get_session, quiet_pandas_warning
+from reports.spark import get_session, quiet_pandas_warning, task_placement
 
-# A bucket of partitions is judged in one pandas call: at most about this many bytes of
-# segments, so that a worker holds a bounded amount at a time (a larger partition gets a
-# bucket of its own). Below that, one bucket per core: every group and every task costs
-# Spark and pandas a round trip, and fewer of them is faster.
+# A bucket of partitions is judged in one pandas call, a partition at a time: about this
+# many bytes of segments, so that work spreads evenly and a failed task redoes little (a
+# larger partition gets a bucket of its own). Below that, one bucket per core: every group
+# and every task costs Spark and pandas a round trip, and fewer of them is faster.
 BUCKET_BYTES = 128 * 1024 * 1024
 # What the judge needs of an acknowledged send (`checkers.history.check_history`).
 SEND_COLUMNS = ("topic", "partition", "offset", "key", "value", "acks", "acked", "error")
+
+
+@dataclass
+class SparkRun:
+    runs: list[RunResult]
+    timings: dict[str, float]
+    master: str
+    placement: dict[tuple[str, str, int], str]  # (run, topic, partition) -> its executor
 
 
 def run(
@@ -54,17 +62,28 @@ def run(
     *,
     master: str | None = None,
     write_tables: bool = True,
-    tables_dir: Path | None = None,
-) -> tuple[list[RunResult], dict[str, float], str]:
+    tables_dir: Location | None = None,
+) -> SparkRun:
     quiet_pandas_warning()
     spark = get_session(master)
+    final = tables_out.destinations(sources, tables_dir) if write_tables else {}
+    # The tables are written aside and moved in place once complete: a failed run leaves
+    # no tables that look whole.
+    with tables_out.staged(final) as dests:
+        for dest in dests.values():
+            for name in EXECUTOR_TABLES:
+                fresh(child(dest, name))
+        done = _execute(spark, sources, assemble, dests)
+    for run in done.runs:
+        run.tables_dir = final.get(run.key)
+    return done
+
+
+def _execute(
+    spark: Any, sources: Sequence[RunSource], assemble: Assemble, dests: dict[str, Location]
+) -> SparkRun:
     timings: dict[str, float] = {}
     outputs = {s.key: EngineOutput() for s in sources}
-    dests = tables_out.destinations(sources, tables_dir) if write_tables else {}
-    for dest in dests.values():
-        for name in EXECUTOR_TABLES:
-            tables_out.fresh(dest / name)
-
     mark = time.monotonic()
     _metadata(spark, sources, outputs)
     known = {s.key: decide.know(s.plan, outputs[s.key].metadata_logs) for s in sources}
@@ -85,16 +104,15 @@ def run(
     # execution must not fold them back into fewer tasks.
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    scanned, shared = _scan(spark, tasks, assignment, dests)
-    judged = _judge(spark, scanned, acked, config, assignment)
+    judged = _judge(spark, tasks, acked, config, assignment, dests)
     label = f"reading and judging {len(tasks)} replica(s) of {len(sources)} run(s)"
-    try:
-        with SparkProgress(spark, label):
-            rows = _collect(judged)
-    finally:
-        shared.destroy()
+    with SparkProgress(spark, label):
+        rows = _collect(judged)
+    where = task_placement(spark, {(r["stage"], r["task"]) for r in rows})
+    placement: dict[tuple[str, str, int], str] = {}
     for row in sorted(rows, key=lambda r: (r["run"], r["topic"], r["partition"])):
         outputs[row["run"]].rows.append(_partition_row(row))
+        placement[(row["run"], row["topic"], row["partition"])] = where[(row["stage"], row["task"])]
     timings["scan+judge"] = time.monotonic() - mark
 
     if sends is not None:
@@ -102,15 +120,13 @@ def run(
         with SparkProgress(spark, "summarising producer histories"):
             _count_sends(sends, outputs)
         timings["producer"] = time.monotonic() - mark
-    for key, dest in dests.items():
-        outputs[key].tables_dir = dest
     runs = [assemble(s, outputs[s.key]) for s in sources]
     if dests:
         mark = time.monotonic()
         with SparkProgress(spark, "writing tables"):
             tables_out.write_tables(spark, runs, sends, dests)
         timings["tables"] = time.monotonic() - mark
-    return runs, timings, spark.sparkContext.master
+    return SparkRun(runs, timings, spark.sparkContext.master, placement)
 
 
 # --------------------------------------------------------------------------------------
@@ -140,37 +156,6 @@ def _metadata(spark: Any, sources: Sequence[RunSource], outputs: dict[str, Engin
         outputs[row["run"]].metadata_logs[row["log_dir"]] = R.metadata_log_from_json(
             row["metadata_log"]
         )
-
-
-def _scan(
-    spark: Any,
-    tasks: Sequence[tuple[str, ReadTask]],
-    assignment: dict[tuple[str, str, int], int],
-    dests: dict[str, Path],
-) -> tuple[Any, Any]:
-    """Replica rows from Spark tasks, each reading a slice of the partition dirs, and the
-    broadcast that carries the slices (Spark itself only hands out slice numbers)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    tables = {run: str(dest) for run, dest in dests.items()}
-    rows = [
-        {
-            **dataclasses.asdict(t),
-            "run": run,
-            "bucket": assignment[(run, t.topic, t.partition)],
-            "tables": tables.get(run),
-        }
-        for run, t in tasks
-    ]
-    count = max(1, min(len(rows), spark.sparkContext.defaultParallelism * 3))
-    # Dealt round-robin: each slice gets its share of every topic (often alike in size).
-    slices = [rows[i::count] for i in range(count)]
-    shared = spark.sparkContext.broadcast(slices)
-    numbers = spark.range(0, count, 1, numPartitions=count)
-    frame = numbers.mapInArrow(
-        functools.partial(scan_slices, shared), from_arrow_schema(T.REPLICA_SCHEMA)
-    )
-    return frame, shared
 
 
 def _producer_frame(spark: Any, sources: Sequence[RunSource]) -> Any:
@@ -298,17 +283,32 @@ def _bucket_ids(
 
 def _judge(
     spark: Any,
-    scanned: Any,
+    tasks: Sequence[tuple[str, ReadTask]],
     acked: Any,
     config: Any,
     assignment: dict[tuple[str, str, int], int],
+    dests: dict[str, Location],
 ) -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
     keys = ["run", "topic", "partition"]
-    left = scanned.select("run", "bucket", *T.REPLICA_COLUMNS).groupBy("run", "bucket")
+    tables = {run: str(dest) for run, dest in dests.items()}
+    rows = pa.table(
+        {
+            "run": pa.array([run for run, _ in tasks], pa.string()),
+            "bucket": pa.array(
+                [assignment[(run, t.topic, t.partition)] for run, t in tasks], pa.int32()
+            ),
+            "topic": pa.array([t.topic for _, t in tasks], pa.string()),
+            "partition": pa.array([t.partition for _, t in tasks], pa.int32()),
+            "task_json": pa.array([task_json(t) for _, t in tasks], pa.string()),
+            "tables": pa.array([tables.get(run) for run, _ in tasks], pa.string()),
+        },
+        schema=T.TASK_SCHEMA,
+    )
+    left = spark.createDataFrame(rows, from_arrow_schema(T.TASK_SCHEMA)).groupBy("run", "bucket")
     if acked is None:
         schema = StructType.fromDDL(
             "run string, topic string, partition int, offset long, key string, value string, "
@@ -335,60 +335,6 @@ def _judge(
     )
     return left.cogroup(right).applyInPandas(
         functools.partial(judge_bucket, config), from_arrow_schema(T.VERDICT_SCHEMA)
-    )
-
-
-def judge_bucket(
-    config: Any, key: tuple[Any, ...], replicas: pd.DataFrame, sends: pd.DataFrame
-) -> pd.DataFrame:
-    """Cogrouped applyInPandas function over (run, bucket): the replicas of some partitions
-    and their acknowledged sends. Each partition is judged on its own; grouping several per
-    call spares Spark and pandas a round trip per partition."""
-    from checkers.protocol import Protocol
-
-    run = str(key[0])
-    protocol = Protocol(config.protocols[run])
-    held: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    columns = [replicas[c].tolist() for c in T.REPLICA_COLUMNS] if len(replicas) else []
-    for values in zip(*columns, strict=True):
-        row = dict(zip(T.REPLICA_COLUMNS, values, strict=True))
-        held.setdefault((str(row["topic"]), int(row["partition"])), []).append(row)
-    sent: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    if len(sends):
-        # pandas 3 hands a null string over as NaN: make every null None, as the local
-        # engine's sends have it.
-        plain = sends.astype(object).where(sends.notna(), None)
-        for row in plain.to_dict("records"):
-            sent.setdefault((str(row["topic"]), int(row["partition"])), []).append(row)
-    out = []
-    for tp in sorted(held.keys() | sent.keys()):
-        rows = sorted(held.get(tp, []), key=lambda r: (int(r["log_dir"]), int(r["child"])))
-        summaries = [R.summary_from_row(r) for r in rows]
-        judged = [
-            R.lineage_from_row(tp[0], tp[1], r["broker"], r["replica"], r["batches"])
-            for r in rows
-            if r["judged"]
-        ]
-        leader = config.leaders.get((run, *tp))
-        compacted = config.compacted.get((run, tp[0]))
-        verdict = decide.judge(judged, leader, protocol, compacted) if judged else None
-        done = partition_row(config, run, tp, summaries, judged, verdict, sent.get(tp, []))
-        out.append(
-            {
-                "run": run,
-                "topic": tp[0],
-                "partition": tp[1],
-                "status": done.status,
-                "report_json": json.dumps(done.report),
-                "replicas_json": json.dumps([R.summary_value(s) for s in summaries]),
-                "verdict_pickle": None
-                if verdict is None
-                else pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL),
-            }
-        )
-    # Object columns keep None as null and ints exact through Arrow, in pandas 2 and 3.
-    return pd.DataFrame(
-        {c: pd.Series([r.get(c) for r in out], dtype=object) for c in T.VERDICT_SCHEMA.names}
     )
 
 

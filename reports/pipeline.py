@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from fixtures.errors import LogforkError
 from reports import engine_local, engine_spark
+from reports.outputs import Location
 from reports.results import PipelineResult, assemble
 from reports.sources import RunSource
 
 ENGINES = ("local", "spark")
+LOCAL = "this process"  # where the local engine judges every partition
 
 
 def run_pipeline(
@@ -32,7 +33,7 @@ def run_pipeline(
     engine: str = "spark",
     master: str | None = None,
     write_tables: bool = True,
-    tables_dir: Path | None = None,
+    tables_dir: Location | None = None,
 ) -> PipelineResult:
     """Read, judge and assemble every source. With the Spark engine, tables go to
     `<run>/tables/` for reported run directories, or under `tables_dir` (one folder per
@@ -40,12 +41,15 @@ def run_pipeline(
     local engine writes no tables."""
     started = time.monotonic()
     if engine == "local":
-        runs, timings, where = engine_local.run(sources, assemble), {}, "local"
+        runs = engine_local.run(sources, assemble)
+        placement = {(r.key, p.topic, p.partition): LOCAL for r in runs for p in r.partitions}
+        result = PipelineResult(runs, "local", {}, placement)
     elif engine == "spark":
-        runs, timings, where = engine_spark.run(
+        done = engine_spark.run(
             sources, assemble, master=master, write_tables=write_tables, tables_dir=tables_dir
         )
+        result = PipelineResult(done.runs, done.master, done.timings, done.placement)
     else:
         raise LogforkError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    timings["total"] = time.monotonic() - started
-    return PipelineResult(runs, where, timings)
+    result.timings["total"] = time.monotonic() - started
+    return result

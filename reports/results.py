@@ -49,6 +49,8 @@ class PipelineResult:
     runs: list[RunResult]
     engine: str  # "local", or the Spark master the pipeline ran on
     timings: dict[str, float] = field(default_factory=dict)
+    # (run, topic, partition) -> where it was read and judged ("executor 1 on HOST")
+    placement: dict[tuple[str, str, int], str] = field(default_factory=dict)
 
     def run(self, key: str) -> RunResult:
         return next(r for r in self.runs if r.key == key)

@@ -1,11 +1,6 @@
-"""Codecs between the checkers' objects and the pipeline's rows: a replica (`Lineage`) to
-one `REPLICA_SCHEMA` row and back, field for field (a test holds it to that), its batches
-packed into one binary value, replica summaries and read errors as plain values, and the
-metadata log as JSON.
-
-A replica's batch rows (tuples in `checkers.records.BATCH_FIELDS` order) travel as one
-pickled binary value: Spark moves and caches a binary column far more cheaply than a list
-of 17-field structs, and only Python code reads it.
+"""Codecs between the checkers' objects and the pipeline's rows: a replica's batches,
+lineage and epochs as table rows, replica summaries and read errors as plain values (and
+back, field for field: a test holds them to that), and the metadata log as JSON.
 """
 
 from __future__ import annotations
@@ -13,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import operator
-import pickle
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
@@ -25,21 +19,16 @@ from checkers.errors import LogReadError, TornTail
 from checkers.lineage import Lineage
 from checkers.metadata_log import LeaderChange, MetadataLog, PartitionStateEvent
 from checkers.protocol import RecoveryState
-from checkers.records import BATCH_FIELDS, Batch, make_batch
-from checkers.txnindex import AbortedTxn
+from checkers.records import BATCH_FIELDS, Batch
 from reports.tables import (
-    ABORTED_STRUCT,
     BATCH_TYPES,
     BATCHES_SCHEMA,
     EPOCHS_SCHEMA,
-    KEY_FIELDS,
-    LINEAGE_STRUCT,
     LINEAGE_TABLE_SCHEMA,
-    REPLICA_SCHEMA,
 )
 
 # --------------------------------------------------------------------------------------
-# Lineage <-> row
+# Replicas to rows
 
 
 def epochs_value(entries: Iterable[tuple[int, int]] | None) -> list[dict[str, int]] | None:
@@ -79,63 +68,19 @@ def error_from_value(value: Mapping[str, Any]) -> LogReadError:
 _ROW = operator.attrgetter(*BATCH_FIELDS)
 
 
-def pack_batches(batches: Sequence[Batch]) -> bytes:
-    return pickle.dumps([_ROW(b) for b in batches], protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def unpack_batches(blob: bytes | None) -> list[tuple[Any, ...]]:
-    return [] if blob is None else pickle.loads(blob)
-
-
-def lineage_value(lineage: Lineage) -> dict[str, Any]:
-    """The `replica` struct of a lineage (its batches travel apart: `pack_batches`)."""
-    torn = lineage.torn_tail
-    return {
-        "path": lineage.path,
-        "topic_id": lineage.topic_id,
-        "log_start_offset": lineage.log_start_offset,
-        "high_watermark": lineage.high_watermark,
-        "log_end_offset": lineage.log_end_offset,
-        "recovery_point": lineage.recovery_point,
-        "checkpointed": epochs_value(lineage.checkpointed_epoch_starts),
-        "derived": epochs_value(lineage.derived_epoch_starts),
-        "torn_tail": None if torn is None else dataclasses.asdict(torn),
-        "transient_files": list(lineage.transient_files),
-        "errors": [error_value(e) for e in lineage.errors],
-        "batch_count": len(lineage.batches),
-        "cleaned_to": lineage.cleaned_to,
-        "cleaner_unknown": lineage.cleaner_unknown,
-        "aborted": [dataclasses.asdict(t) for t in lineage.aborted],
-        "remote_from": lineage.remote_from,
-    }
-
-
-def replica_batch(
-    rows: Sequence[dict[str, Any]], lineages: Sequence[Lineage], blobs: Sequence[bytes]
-) -> pa.RecordBatch:
-    """A `REPLICA_SCHEMA` record batch: `rows` hold the key fields and bucket, `lineages`
-    the replicas, `blobs` their packed batches."""
-    arrays = [pa.array([r[name] for r in rows], typ) for name, typ in KEY_FIELDS]
-    arrays.append(pa.array([r["bucket"] for r in rows], pa.int32()))
-    arrays.append(pa.array([lineage_value(lin) for lin in lineages], LINEAGE_STRUCT))
-    arrays.append(pa.array(blobs, pa.binary()))
-    return pa.RecordBatch.from_arrays(arrays, schema=REPLICA_SCHEMA)
-
-
-def batch_table(
-    keys: Sequence[tuple[str, int, str, int, bool]], blobs: Sequence[bytes | None]
+def batch_rows_table(
+    keys: Sequence[tuple[str, int, str, int, bool]], replicas: Sequence[Sequence[Batch]]
 ) -> pa.RecordBatch:
     """Flat `BATCHES_SCHEMA` rows: one per batch of each (run, broker, topic, partition,
     judged) replica, numbered in log order."""
     key_columns: list[list[Any]] = [[] for _ in range(5)]
     seq: list[int] = []
     rows: list[tuple[Any, ...]] = []
-    for key, blob in zip(keys, blobs, strict=True):
-        batch_rows = unpack_batches(blob)
-        rows.extend(batch_rows)
-        seq.extend(range(len(batch_rows)))
+    for key, batches in zip(keys, replicas, strict=True):
+        rows.extend(_ROW(b) for b in batches)
+        seq.extend(range(len(batches)))
         for column, value in zip(key_columns, key, strict=True):
-            column.extend([value] * len(batch_rows))
+            column.extend([value] * len(batches))
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in BATCH_FIELDS]
     arrays = [pa.array(c, f.type) for c, f in zip(key_columns, BATCHES_SCHEMA, strict=False)]
     arrays.append(pa.array(seq, pa.int32()))
@@ -209,72 +154,6 @@ def summary_from_value(value: Mapping[str, Any]) -> ReplicaSummary:
             "errors": [error_from_value(e) for e in value["errors"]],
         }
     )
-
-
-def _log_state(replica: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields a replica summary and a lineage share, from a `replica` struct."""
-    torn = replica["torn_tail"]
-    return {
-        "log_start_offset": _int_or_none(replica["log_start_offset"]),
-        "high_watermark": _int_or_none(replica["high_watermark"]),
-        "log_end_offset": _int_or_none(replica["log_end_offset"]),
-        "recovery_point": _int_or_none(replica["recovery_point"]),
-        "torn_tail": None
-        if torn is None
-        else TornTail(torn["path"], int(torn["position"]), int(torn["length"]), torn["reason"]),
-        "errors": [error_from_value(e) for e in _seq(replica["errors"])],
-    }
-
-
-def summary_from_row(row: Mapping[str, Any]) -> ReplicaSummary:
-    """A replica row's summary (its `replica` struct as pandas hands it over)."""
-    replica = row["replica"]
-    return ReplicaSummary(
-        log_dir=int(row["log_dir"]),
-        child=int(row["child"]),
-        broker=int(row["broker"]),
-        topic=str(row["topic"]),
-        partition=int(row["partition"]),
-        judged=bool(row["judged"]),
-        metadata=bool(row["metadata"]),
-        path=replica["path"],
-        batches=int(replica["batch_count"]),
-        **_log_state(replica),
-        topic_id=replica["topic_id"],
-    )
-
-
-def lineage_from_row(
-    topic: str, partition: int, broker: int, replica: Mapping[str, Any], batches: bytes | None
-) -> Lineage:
-    """The `Lineage` a `replica` struct and its packed batches describe (the struct as a dict
-    of Python values, the way pandas hands it to a grouped UDF; nested lists may be numpy
-    arrays)."""
-    make = make_batch
-    checkpointed = replica["checkpointed"]
-    return Lineage(
-        topic=topic,
-        partition=int(partition),
-        broker_id=int(broker),
-        batches=[make(*row) for row in unpack_batches(batches)],
-        checkpointed_epoch_starts=None
-        if checkpointed is None
-        else [(int(e["epoch"]), int(e["start_offset"])) for e in _seq(checkpointed)],
-        **_log_state(replica),
-        path=replica["path"],
-        topic_id=replica["topic_id"],
-        transient_files=[str(x) for x in _seq(replica["transient_files"])],
-        cleaned_to=_int_or_none(replica["cleaned_to"]),
-        cleaner_unknown=bool(replica["cleaner_unknown"]),
-        aborted=[
-            AbortedTxn(*(int(t[k]) for k in ABORTED_STRUCT.names)) for t in _seq(replica["aborted"])
-        ],
-        remote_from=_int_or_none(replica["remote_from"]),
-    )
-
-
-def _seq(value: Any) -> Sequence[Any]:
-    return () if value is None else value
 
 
 def _int_or_none(value: Any) -> int | None:

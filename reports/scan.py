@@ -1,128 +1,163 @@
-"""The scan task: partition directories in, replica rows out. Runs in Spark executors.
+"""The executors' side of the Spark engine: read, judge and write one partition at a time.
 
-Each task row is one of the audit's read tasks (`checkers.audit.plan.ReadTask`) with the
-run it belongs to; `checkers.audit.read` reads it exactly as the local engine does. When
-the run's tables are wanted, the task also writes the tables that grow with the logs
-(batches, lineage, epochs) itself: the rows are at hand, and writing them here spares
-Spark a round trip through the JVM and the driver any of it.
+A bucket of partitions reaches `judge_bucket` as its read tasks (`checkers.audit.plan
+.ReadTask`, one per replica, as JSON) and its acknowledged sends. Each partition's replicas
+are read exactly as the local engine reads them (`checkers.audit.read`), judged by the same
+code (`checkers.audit.decide.judge`, `reports.judge.partition_row`), their rows for the
+tables that grow with the logs (batches, lineage, epochs) are handed to a buffered writer,
+and the replicas are dropped before the next partition is read. What a task holds is thus
+one partition's replicas plus a bounded buffer of table rows, however large the bucket.
 """
 
 from __future__ import annotations
 
-import os
+import json
+import pickle
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from checkers.audit import decide
 from checkers.audit.plan import ReadTask
-from checkers.audit.read import read_task
+from checkers.audit.read import metadata_at, read_replicas
 from checkers.lineage import Lineage
-from checkers.metadata_log import decode_metadata_log
-from reports.rows import (
-    batch_table,
-    epochs_table,
-    lineage_table,
-    metadata_log_json,
-    pack_batches,
+from reports import rows as R
+from reports.judge import JudgeConfig, partition_row
+from reports.outputs import as_location, child, write_parquet
+from reports.tables import (
+    BATCHES_SCHEMA,
+    EPOCHS_SCHEMA,
+    LINEAGE_TABLE_SCHEMA,
+    METADATA_SCHEMA,
+    VERDICT_SCHEMA,
 )
-from reports.rows import replica_batch as replica_rows
-from reports.tables import METADATA_SCHEMA, TASK_ONLY, TASK_SCHEMA
 
 BATCHES_TABLE, LINEAGE_TABLE, EPOCHS_TABLE = "batches.parquet", "lineage.parquet", "epochs.parquet"
 EXECUTOR_TABLES = (BATCHES_TABLE, LINEAGE_TABLE, EPOCHS_TABLE)
-# Replicas per Arrow batch out: bounds executor memory on replicas with millions of batches.
-MAX_REPLICAS_PER_BATCH = 64
-MAX_BATCHES_PER_BATCH = 250_000
+# Table rows a task buffers before writing a file: bounds executor memory on replicas with
+# millions of batches, while keeping files few.
+MAX_BUFFERED_BATCHES = 250_000
+MAX_BUFFERED_REPLICAS = 256
 
 
-def read(task: dict[str, Any]) -> Lineage:
-    """A task row's replica, read as the audit reads it (`checkers.audit.read`)."""
-    return read_task(ReadTask(**{k: v for k, v in task.items() if k not in TASK_ONLY}))
+def task_json(task: ReadTask) -> str:
+    return json.dumps(task.__dict__)
 
 
-def _partition_id() -> int:
+def _task_context() -> tuple[int, int]:
+    """(stage id, task attempt id) of the running Spark task."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    return context.partitionId() if context is not None else 0
+    if context is None:
+        return -1, -1
+    return context.stageId(), context.taskAttemptId()
 
 
-class _TableWriter:
-    """The tables as large as the logs, written where the replicas are read: `batches`,
-    `lineage` and `epochs`. Each (run, chunk) of a task goes to its own file, named by the
-    task's partition id: a retried task rewrites the same files instead of adding to them."""
+class TableWriter:
+    """The tables as large as the logs, written where the replicas are read. Rows are
+    buffered as Arrow batches and written out past `MAX_BUFFERED_*`; each file is named by
+    the bucket (unique in its run) and a chunk number, so a retried task rewrites the same
+    files instead of adding to them."""
 
-    def __init__(self) -> None:
-        self.part = _partition_id()
-        self.chunks: dict[str, int] = {}
+    def __init__(self, tables: str | None, run: str, bucket: int) -> None:
+        self.tables, self.run, self.bucket = tables, run, bucket
+        self.chunk = 0
+        self.buffered: dict[str, list[pa.RecordBatch]] = {n: [] for n in EXECUTOR_TABLES}
+        self.batches = self.replicas = 0
 
-    def write(
-        self, tasks: list[dict[str, Any]], lineages: list[Lineage], blobs: list[bytes]
-    ) -> None:
-        by_run: dict[str, list[int]] = {}
-        for i, task in enumerate(tasks):
-            if task["tables"]:
-                by_run.setdefault(task["tables"], []).append(i)
-        for tables, indexes in by_run.items():
-            chunk = self.chunks.get(tables, 0)
-            self.chunks[tables] = chunk + 1
-            picked = [tasks[i] for i in indexes]
-            keys = [
-                (t["run"], t["broker"], t["topic"], t["partition"], t["judged"]) for t in picked
-            ]
-            chosen = [lineages[i] for i in indexes]
-            self._put(tables, BATCHES_TABLE, chunk, batch_table(keys, [blobs[i] for i in indexes]))
-            self._put(tables, LINEAGE_TABLE, chunk, lineage_table(picked, chosen))
-            self._put(tables, EPOCHS_TABLE, chunk, epochs_table(picked, chosen))
+    def add(self, task: ReadTask, lineage: Lineage) -> None:
+        if not self.tables:
+            return
+        row = {**task.__dict__, "run": self.run}
+        key = (self.run, task.broker, task.topic, task.partition, task.judged)
+        self.buffered[BATCHES_TABLE].append(R.batch_rows_table([key], [lineage.batches]))
+        self.buffered[LINEAGE_TABLE].append(R.lineage_table([row], [lineage]))
+        self.buffered[EPOCHS_TABLE].append(R.epochs_table([row], [lineage]))
+        self.batches += len(lineage.batches)
+        self.replicas += 1
+        if self.batches >= MAX_BUFFERED_BATCHES or self.replicas >= MAX_BUFFERED_REPLICAS:
+            self.flush()
 
-    def _put(self, tables: str, name: str, chunk: int, batch: pa.RecordBatch) -> None:
-        folder = Path(tables) / name
-        target = folder / f"part-{self.part:05d}-{chunk:04d}.parquet"
-        partial = folder / f".{target.name}.{os.getpid()}.tmp"
-        pq.write_table(pa.Table.from_batches([batch]), partial)
-        partial.replace(target)
+    def flush(self) -> None:
+        if not self.tables or not self.replicas:
+            return
+        schemas = {
+            BATCHES_TABLE: BATCHES_SCHEMA,
+            LINEAGE_TABLE: LINEAGE_TABLE_SCHEMA,
+            EPOCHS_TABLE: EPOCHS_SCHEMA,
+        }
+        for name, batches in self.buffered.items():
+            self._put(name, pa.Table.from_batches(batches, schema=schemas[name]))
+            batches.clear()
+        self.chunk += 1
+        self.batches = self.replicas = 0
 
-
-def scan_slices(slices: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: slice numbers in (`spark.range`), `REPLICA_SCHEMA` rows out.
-    `slices` is a broadcast list of task lists (`TASK_SCHEMA` dicts), one per slice: the
-    tasks reach each worker once, and the JVM handles nothing but the slice numbers."""
-    every = slices.value
-
-    def tasks() -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for number in batch.column(0).to_pylist():
-                yield pa.RecordBatch.from_pylist(every[number], schema=TASK_SCHEMA)
-
-    yield from scan_replicas(tasks())
+    def _put(self, name: str, table: pa.Table) -> None:
+        assert self.tables is not None
+        folder = child(as_location(self.tables), name)
+        write_parquet(folder, f"part-{self.bucket:05d}-{self.chunk:04d}.parquet", table)
 
 
-def scan_replicas(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: `TASK_SCHEMA` rows in, `REPLICA_SCHEMA` rows out."""
-    writer = _TableWriter()
-    tasks: list[dict[str, Any]] = []
-    lineages: list[Lineage] = []
-    held = 0
+def _by_partition(frame: pd.DataFrame) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    if len(frame):
+        # pandas 3 hands a null string over as NaN: make every null None, as the local
+        # engine's sends have it.
+        plain = frame.astype(object).where(frame.notna(), None)
+        for row in plain.to_dict("records"):
+            out.setdefault((str(row["topic"]), int(row["partition"])), []).append(row)
+    return out
 
-    def flush() -> pa.RecordBatch:
-        blobs = [pack_batches(lin.batches) for lin in lineages]
-        writer.write(tasks, lineages, blobs)
-        return replica_rows(tasks, lineages, blobs)
 
-    for batch in batches:
-        for task in batch.to_pylist():
-            lineage = read(task)
-            tasks.append(task)
-            lineages.append(lineage)
-            held += len(lineage.batches)
-            if len(tasks) >= MAX_REPLICAS_PER_BATCH or held >= MAX_BATCHES_PER_BATCH:
-                yield flush()
-                tasks, lineages, held = [], [], 0
-    if tasks:
-        yield flush()
+def judge_bucket(
+    config: JudgeConfig, key: tuple[Any, ...], tasks: pd.DataFrame, sends: pd.DataFrame
+) -> pd.DataFrame:
+    """Cogrouped applyInPandas function over (run, bucket): the read tasks of some
+    partitions and their acknowledged sends in, one `VERDICT_SCHEMA` row per partition out."""
+    from checkers.protocol import Protocol
+
+    run = str(key[0])
+    protocol = Protocol(config.protocols[run])
+    held = _by_partition(tasks)
+    sent = _by_partition(sends)
+    stage, attempt = _task_context()
+    tables = next((t["tables"] for rows in held.values() for t in rows if t["tables"]), None)
+    writer = TableWriter(tables, run, int(key[1]))
+    out = []
+    for tp in sorted(held.keys() | sent.keys()):
+        read = sorted(
+            (ReadTask(**json.loads(t["task_json"])) for t in held.get(tp, [])),
+            key=lambda t: (t.log_dir, t.child),
+        )
+        summaries, judged = read_replicas(read, writer.add)
+        leader = config.leaders.get((run, *tp))
+        compacted = config.compacted.get((run, tp[0]))
+        verdict = decide.judge(judged, leader, protocol, compacted) if judged else None
+        done = partition_row(config, run, tp, summaries, judged, verdict, sent.get(tp, []))
+        del judged  # the replicas go before the next partition is read
+        out.append(
+            {
+                "run": run,
+                "topic": tp[0],
+                "partition": tp[1],
+                "status": done.status,
+                "report_json": json.dumps(done.report),
+                "replicas_json": json.dumps([R.summary_value(s) for s in summaries]),
+                "verdict_pickle": None
+                if verdict is None
+                else pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL),
+                "stage": stage,
+                "task": attempt,
+            }
+        )
+    writer.flush()
+    # Object columns keep None as null and ints exact through Arrow, in pandas 2 and 3.
+    return pd.DataFrame(
+        {c: pd.Series([r.get(c) for r in out], dtype=object) for c in VERDICT_SCHEMA.names}
+    )
 
 
 def decode_metadata(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -134,9 +169,13 @@ def decode_metadata(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
                 {
                     "run": r["run"],
                     "log_dir": r["log_dir"],
-                    "metadata_log": metadata_log_json(decode_metadata_log(r["path"])),
+                    "metadata_log": metadata_log_json(r["path"]),
                 }
                 for r in rows
             ],
             schema=METADATA_SCHEMA,
         )
+
+
+def metadata_log_json(path: str) -> str:
+    return R.metadata_log_json(metadata_at(path))

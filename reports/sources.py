@@ -14,6 +14,7 @@ from pathlib import Path
 
 from checkers.audit.plan import AuditPlan, plan_audit
 from checkers.protocol import Protocol
+from checkers.storage import is_remote, local_path
 from fixtures.errors import LogforkError
 from fixtures.releases import Release
 from runrecord.conformance import Conformance
@@ -91,7 +92,10 @@ def find_run_dirs(paths: Iterable[Path | str]) -> tuple[list[Path], list[str]]:
     found: list[Path] = []
     problems: list[str] = []
     for raw in paths:
-        path = Path(raw)
+        if is_remote(raw):
+            problems.append(f"{raw}: run directories are read on this machine: a path or file://")
+            continue
+        path = Path(local_path(raw))
         if is_run_dir(path):
             found.append(path)
             continue
@@ -153,12 +157,12 @@ def audit_source(
 ) -> RunSource:
     """An audit of log dirs (and run directories, which expand to their nodes' log dirs).
     A single run directory also brings its run record, so its report has the timeline."""
-    paths = [Path(d) for d in dirs]
-    run_dir = paths[0] if len(paths) == 1 and is_run_dir(paths[0]) else None
+    first = None if len(dirs) != 1 or is_remote(dirs[0]) else Path(local_path(dirs[0]))
+    run_dir = first if first is not None and is_run_dir(first) else None
     artifacts = RunArtifacts()
     if run_dir is not None:
         try:
             artifacts = RunArtifacts.read(RunDir(run_dir))
         except RunRecordError as exc:
             artifacts.problems.append(str(exc))
-    return RunSource(key, run_dir, plan_audit(paths, topic, compacted), protocol, artifacts)
+    return RunSource(key, run_dir, plan_audit(dirs, topic, compacted), protocol, artifacts)

@@ -1,9 +1,8 @@
 """Arrow schemas of the pipeline's rows and tables (the codecs that fill them:
 `reports.rows`).
 
-A scan task turns one replica (a `checkers.lineage.Lineage`) into one row of
-`REPLICA_SCHEMA`; the grouped judge turns rows back into equal `Lineage` objects and hands
-back one `VERDICT_SCHEMA` row per partition; the rest are the tables written beside a run.
+The grouped judge takes `TASK_SCHEMA` rows (read tasks) and hands back one `VERDICT_SCHEMA`
+row per partition; the rest are the tables written beside a run.
 """
 
 from __future__ import annotations
@@ -33,82 +32,15 @@ BATCH_TYPES: dict[str, pa.DataType] = {
 }
 assert tuple(BATCH_TYPES) == BATCH_FIELDS, "batch columns must follow checkers.records.Batch"
 
-EPOCH_STRUCT = pa.struct([("epoch", pa.int32()), ("start_offset", pa.int64())])
-ERROR_STRUCT = pa.struct(
-    [("kind", pa.string()), ("path", pa.string()), ("offset", pa.int64()), ("reason", pa.string())]
-)
-ABORTED_STRUCT = pa.struct(
-    [
-        ("producer_id", pa.int64()),
-        ("first_offset", pa.int64()),
-        ("last_offset", pa.int64()),
-        ("last_stable_offset", pa.int64()),
-    ]
-)
-TORN_STRUCT = pa.struct(
-    [
-        ("path", pa.string()),
-        ("position", pa.int64()),
-        ("length", pa.int64()),
-        ("reason", pa.string()),
-    ]
-)
-
-KEY_FIELDS = [
-    ("run", pa.string()),
-    ("log_dir", pa.int32()),
-    ("child", pa.int32()),
-    ("broker", pa.int32()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("judged", pa.bool_()),
-    ("metadata", pa.bool_()),
-]
-# A read task (`checkers.audit.plan.ReadTask`) with the run it belongs to.
+# A read task (`checkers.audit.plan.ReadTask`, as JSON) with the run it belongs to.
 TASK_SCHEMA = pa.schema(
     [
-        *KEY_FIELDS,
+        ("run", pa.string()),
         ("bucket", pa.int32()),  # the group the judge sees this replica in
-        ("path", pa.string()),
-        ("high_watermark", pa.int64()),
-        ("log_start_checkpoint", pa.int64()),
-        ("recovery_point", pa.int64()),
-        ("cleaned_to", pa.int64()),
-        ("cleaner_unknown", pa.bool_()),
-        ("size", pa.int64()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("task_json", pa.string()),
         ("tables", pa.string()),  # where the run's tables go; null: none written
-    ]
-)
-TASK_ONLY = ("run", "bucket", "tables")  # the fields that are not the ReadTask's
-
-# Everything a Lineage holds; `replica` is one struct so that pandas hands it to the judge
-# as a dict of Python values (a nullable int column would arrive as float64).
-LINEAGE_STRUCT = pa.struct(
-    [
-        ("path", pa.string()),
-        ("topic_id", pa.string()),
-        ("log_start_offset", pa.int64()),
-        ("high_watermark", pa.int64()),
-        ("log_end_offset", pa.int64()),
-        ("recovery_point", pa.int64()),
-        ("checkpointed", pa.list_(EPOCH_STRUCT)),  # null: no leader-epoch-checkpoint file
-        ("derived", pa.list_(EPOCH_STRUCT)),
-        ("torn_tail", TORN_STRUCT),
-        ("transient_files", pa.list_(pa.string())),
-        ("errors", pa.list_(ERROR_STRUCT)),
-        ("batch_count", pa.int64()),
-        ("cleaned_to", pa.int64()),
-        ("cleaner_unknown", pa.bool_()),
-        ("aborted", pa.list_(ABORTED_STRUCT)),
-        ("remote_from", pa.int64()),
-    ]
-)
-REPLICA_SCHEMA = pa.schema(
-    [
-        *KEY_FIELDS,
-        ("bucket", pa.int32()),
-        ("replica", LINEAGE_STRUCT),
-        ("batches", pa.binary()),  # pickled list of batch row tuples
     ]
 )
 METADATA_TASK_SCHEMA = pa.schema(
@@ -143,19 +75,6 @@ PRODUCER_FIELDS = [
     ("broker", pa.int32()),
 ]
 
-# A replica row's columns the judge groups, in order.
-REPLICA_COLUMNS = (
-    "topic",
-    "partition",
-    "log_dir",
-    "child",
-    "broker",
-    "judged",
-    "metadata",
-    "replica",
-    "batches",
-)
-
 # What a judged bucket hands back per partition (`reports.judge.PartitionRow`).
 VERDICT_SCHEMA = pa.schema(
     [
@@ -166,6 +85,8 @@ VERDICT_SCHEMA = pa.schema(
         ("report_json", pa.string()),
         ("replicas_json", pa.string()),  # every replica read, judged or not
         ("verdict_pickle", pa.binary()),  # the compact PartitionVerdict
+        ("stage", pa.int32()),  # the Spark task that judged it: where it ran
+        ("task", pa.int64()),
     ]
 )
 

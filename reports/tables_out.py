@@ -8,17 +8,28 @@ timeline, verdicts); Spark writes the producer history, which can hold millions 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from fixtures.errors import LogforkError
 from reports import tables as T
+from reports.outputs import (
+    Location,
+    as_location,
+    child,
+    fresh,
+    has_parquet,
+    read_parquet,
+    remove,
+    write_parquet,
+)
 from reports.scan import BATCHES_TABLE, EPOCHS_TABLE, LINEAGE_TABLE
 from reports.sources import RunSource
 from runrecord.rundir import TABLES
@@ -41,57 +52,83 @@ if TYPE_CHECKING:
     from reports.results import RunResult
 
 
-def destinations(sources: Sequence[RunSource], tables_dir: Path | None) -> dict[str, Path]:
+def destinations(sources: Sequence[RunSource], tables_dir: Location | None) -> dict[str, Location]:
     """Where each source's tables go: beside a reported run (`<run>/tables`), else under
     `tables_dir` (itself for one source, `tables_dir/<key>` for several); else nowhere."""
-    out: dict[str, Path] = {}
+    out: dict[str, Location] = {}
     loose = [s for s in sources if not (s.tables_beside and s.path is not None)]
     for source in sources:
         if source.tables_beside and source.path is not None:
             out[source.key] = source.path / TABLES
         elif tables_dir is not None:
-            out[source.key] = tables_dir if len(loose) == 1 else tables_dir / source.key
+            out[source.key] = tables_dir if len(loose) == 1 else child(tables_dir, source.key)
     return out
 
 
-def fresh(folder: Path) -> None:
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+@contextlib.contextmanager
+def staged(dests: dict[str, Location]) -> Iterator[dict[str, Location]]:
+    """Where to write each destination's tables so that a failed run leaves none behind:
+    a local staging folder beside it, moved in place (replacing what was there) when the
+    block completes; a remote destination itself (an object store renames no folder),
+    emptied first. Either is removed when the block fails."""
+    token = uuid.uuid4().hex[:12]
+    staging = {
+        key: dest if isinstance(dest, str) else dest.parent / f".{dest.name}.partial-{token}"
+        for key, dest in dests.items()
+    }
+    try:
+        for key, folder in staging.items():
+            try:
+                fresh(folder)
+            except OSError as exc:
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                raise LogforkError(f"cannot write the tables to {dests[key]}: {reason}") from None
+        yield staging
+    except BaseException:
+        for folder in staging.values():
+            with contextlib.suppress(OSError):
+                remove(folder)
+        raise
+    for key, dest in dests.items():
+        if isinstance(dest, Path):
+            if dest.exists():
+                shutil.rmtree(dest)
+            Path(staging[key]).replace(dest)
 
 
-def write_arrow(path: Path, table: pa.Table) -> None:
+def write_arrow(path: Location, table: pa.Table) -> None:
     """One Parquet dataset folder, like those Spark writes: `<name>.parquet/part-0.parquet`."""
     fresh(path)
-    pq.write_table(table, path / "part-00000.parquet")
+    write_parquet(path, "part-00000.parquet", table)
 
 
-def read_table(run_tables: Path | str, name: str) -> pa.Table:
+def read_table(run_tables: Location, name: str) -> pa.Table:
     """A table written by the pipeline, as one Arrow table."""
-    return pq.read_table(Path(run_tables) / f"{name}.parquet")
+    return read_parquet(child(as_location(str(run_tables)), f"{name}.parquet"))
 
 
-def write_tables(spark: Any, runs: Sequence[RunResult], sends: Any, dests: dict[str, Path]) -> None:
+def write_tables(
+    spark: Any, runs: Sequence[RunResult], sends: Any, dests: dict[str, Location]
+) -> None:
     """The driver's small tables; the tables the scan tasks wrote (a run without a batch
     gets empty ones); the producer history through Spark."""
     by_key = {r.key: r for r in runs}
     for key, dest in dests.items():
-        dest.mkdir(parents=True, exist_ok=True)
         for name, table in driver_tables(by_key[key]).items():
-            write_arrow(dest / f"{name}.parquet", table)
+            write_arrow(child(dest, f"{name}.parquet"), table)
         for name, schema in (
             (BATCHES_TABLE, T.BATCHES_SCHEMA),
             (LINEAGE_TABLE, T.LINEAGE_TABLE_SCHEMA),
             (EPOCHS_TABLE, T.EPOCHS_SCHEMA),
         ):
-            if not any((dest / name).glob("*.parquet")):
-                write_arrow(dest / name, schema.empty_table())
+            if not has_parquet(child(dest, name)):
+                write_arrow(child(dest, name), schema.empty_table())
     if sends is not None:
-        _write_spark(spark, "producer", sends, dests)
+        _write_spark(spark, "producer", sends, {k: Path(d) for k, d in dests.items()})
     else:
         empty = pa.schema([("run", pa.string()), *T.PRODUCER_FIELDS]).empty_table()
         for dest in dests.values():
-            write_arrow(dest / "producer.parquet", empty)
+            write_arrow(child(dest, "producer.parquet"), empty)
 
 
 def _write_spark(spark: Any, name: str, frame: Any, dests: dict[str, Path]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from checkers.audit.decide import assemble, judge, know
 from checkers.audit.plan import AuditPlan, TopicPartition, plan_audit
-from checkers.audit.read import read_metadata, read_task
+from checkers.audit.read import read_metadata, read_replicas
 from checkers.audit.result import AuditResult, ReplicaSummary
 from checkers.lineage import Lineage
 from checkers.protocol import Protocol
@@ -39,21 +39,7 @@ def execute(
     verdicts: list[PartitionVerdict] = []
     extras: dict[TopicPartition, Any] = {}
     for tp, tasks in plan.by_partition():
-        judged: list[Lineage] = []
-        summaries: list[ReplicaSummary] = []
-        for task in tasks:
-            lineage = read_task(task)
-            summaries.append(
-                ReplicaSummary.of(
-                    lineage,
-                    log_dir=task.log_dir,
-                    child=task.child,
-                    judged=task.judged,
-                    metadata=task.metadata,
-                )
-            )
-            if task.judged:
-                judged.append(lineage)
+        summaries, judged = read_replicas(tasks)
         replicas.extend(summaries)
         verdict = (
             judge(judged, known.leaders.get(tp), protocol, known.compacted.get(tp[0]))

@@ -26,6 +26,7 @@ from checkers.errors import UnreadableFile
 from checkers.lineage import LogDir, list_log_dir
 from checkers.metadata_log import METADATA_TOPICS
 from checkers.segments import segment_bytes
+from checkers.storage import is_remote, local_path, relabel, staged_listing, unreadable
 from runrecord.rundir import RunDir, is_run_dir
 from runrecord.typed import RunRecordError
 
@@ -141,24 +142,28 @@ def run_log_dirs(run: RunDir) -> tuple[list[Path], list[AuditError]]:
     return [d for name in found for d in run.node_log_dirs(name)], errors
 
 
-def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path], list[AuditError]]:
+def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path | str], list[AuditError]]:
     """Broker log dirs named by the inputs (run directories expand to their nodes'),
-    each once."""
-    out: list[Path] = []
+    each once; a remote one stays its URI."""
+    out: list[Path | str] = []
     errors: list[AuditError] = []
     for raw in dirs:
-        path = Path(raw)
+        if is_remote(raw):
+            out.append(str(raw))
+            continue
+        path = Path(local_path(raw))
         if is_run_dir(path):
             found, problems = run_log_dirs(RunDir(path))
             out.extend(found)
             errors.extend(problems)
         else:
             out.append(path)
-    seen: set[Path] = set()
+    seen: set[Path | str] = set()
     unique = []
     for p in out:
-        if p.resolve() not in seen:
-            seen.add(p.resolve())
+        key = p if isinstance(p, str) else p.resolve()
+        if key not in seen:
+            seen.add(key)
             unique.append(p)
     return unique, errors
 
@@ -173,51 +178,87 @@ def plan_audit(
     plan.unreadable.extend(e.error.path for e in errors)
     held: dict[TopicPartition, dict[int, str]] = {}
     for index, path in enumerate(paths):
-        listing = list_log_dir(path, topic)
-        log_dir = listing.log_dir
-        plan.log_dirs.append(log_dir)
-        if log_dir.quorum_state is not None:
-            plan.quorum_states[index] = log_dir.quorum_state
-        plan.slots.extend(AuditError(e, log_dir.broker_id) for e in log_dir.errors)
-        judged = log_dir.readable and log_dir.broker_id is not None
-        if not judged:
-            plan.unreadable.append(log_dir.path)
-        broker = log_dir.broker_id if log_dir.broker_id is not None else -1
-        offsets = listing.offsets
-        tasks: dict[TopicPartition, ReadTask] = {}
-        for position, (child, tp) in enumerate(listing.partitions):
-            tasks[tp] = ReadTask(
-                log_dir=index,
-                child=position,
-                broker=broker,
-                topic=tp[0],
-                partition=tp[1],
-                path=str(child),
-                high_watermark=offsets.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp),
-                log_start_checkpoint=offsets.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp),
-                recovery_point=offsets.get(RECOVERY_POINT_CHECKPOINT, {}).get(tp),
-                cleaned_to=offsets.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp),
-                cleaner_unknown=CLEANER_OFFSET_CHECKPOINT in log_dir.bad_checkpoints,
-                metadata=tp[0] in METADATA_TOPICS,
-                judged=judged,
-                size=segment_bytes(child),
-            )
-        if judged:
-            for tp in sorted(tasks):
-                plan.slots.append(LineageSlot(index, *tp))
-                copies = held.setdefault(tp, {})
-                if broker in copies:
-                    reason = (
-                        f"broker {broker} holds {tp[0]}-{tp[1]} in two log dirs "
-                        f"(also {copies[broker]}); this copy is left out"
-                    )
-                    plan.slots.append(
-                        AuditError(UnreadableFile(tasks[tp].path, None, reason), broker)
-                    )
-                    tasks[tp] = replace(tasks[tp], judged=False)
-                    continue
-                copies[broker] = tasks[tp].path
-            if any(t.metadata for t in tasks.values()):
-                plan.slots.append(MetadataSlot(index))
-        plan.tasks.extend(sorted(tasks.values(), key=lambda t: t.child))
+        if not is_remote(path):
+            _plan_log_dir(plan, index, Path(path), held)
+            continue
+        # A remote log dir is listed from a local stand-in, then every path it gave is
+        # named by the URI again.
+        marks = (len(plan.tasks), len(plan.slots), len(plan.unreadable))
+        try:
+            with staged_listing(str(path)) as local:
+                _plan_log_dir(plan, index, local, held)
+                _relabel_since(plan, index, marks, str(local), str(path))
+                for copies in held.values():
+                    copies.update(relabel(copies, str(local), str(path)))
+        except Exception as exc:  # noqa: BLE001 - any filesystem failure is bad input
+            del plan.tasks[marks[0] :], plan.slots[marks[1] :], plan.unreadable[marks[2] :]
+            del plan.log_dirs[index:]
+            plan.quorum_states.pop(index, None)
+            error = unreadable(str(path), exc)
+            plan.log_dirs.append(LogDir(str(path), readable=False, errors=[error]))
+            plan.slots.append(AuditError(error, None))
+            plan.unreadable.append(str(path))
     return plan
+
+
+def _relabel_since(
+    plan: AuditPlan, index: int, marks: tuple[int, int, int], old: str, new: str
+) -> None:
+    plan.tasks[marks[0] :] = relabel(plan.tasks[marks[0] :], old, new)
+    plan.slots[marks[1] :] = relabel(plan.slots[marks[1] :], old, new)
+    plan.unreadable[marks[2] :] = relabel(plan.unreadable[marks[2] :], old, new)
+    plan.log_dirs[index] = relabel(plan.log_dirs[index], old, new)
+    if index in plan.quorum_states:
+        plan.quorum_states[index] = relabel(plan.quorum_states[index], old, new)
+
+
+def _plan_log_dir(
+    plan: AuditPlan, index: int, path: Path, held: dict[TopicPartition, dict[int, str]]
+) -> None:
+    """One log dir's tasks and error slots, appended to `plan`."""
+    topic = plan.topic
+    listing = list_log_dir(path, topic)
+    log_dir = listing.log_dir
+    plan.log_dirs.append(log_dir)
+    if log_dir.quorum_state is not None:
+        plan.quorum_states[index] = log_dir.quorum_state
+    plan.slots.extend(AuditError(e, log_dir.broker_id) for e in log_dir.errors)
+    judged = log_dir.readable and log_dir.broker_id is not None
+    if not judged:
+        plan.unreadable.append(log_dir.path)
+    broker = log_dir.broker_id if log_dir.broker_id is not None else -1
+    offsets = listing.offsets
+    tasks: dict[TopicPartition, ReadTask] = {}
+    for position, (child, tp) in enumerate(listing.partitions):
+        tasks[tp] = ReadTask(
+            log_dir=index,
+            child=position,
+            broker=broker,
+            topic=tp[0],
+            partition=tp[1],
+            path=str(child),
+            high_watermark=offsets.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp),
+            log_start_checkpoint=offsets.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp),
+            recovery_point=offsets.get(RECOVERY_POINT_CHECKPOINT, {}).get(tp),
+            cleaned_to=offsets.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp),
+            cleaner_unknown=CLEANER_OFFSET_CHECKPOINT in log_dir.bad_checkpoints,
+            metadata=tp[0] in METADATA_TOPICS,
+            judged=judged,
+            size=segment_bytes(child),
+        )
+    if judged:
+        for tp in sorted(tasks):
+            plan.slots.append(LineageSlot(index, *tp))
+            copies = held.setdefault(tp, {})
+            if broker in copies:
+                reason = (
+                    f"broker {broker} holds {tp[0]}-{tp[1]} in two log dirs "
+                    f"(also {copies[broker]}); this copy is left out"
+                )
+                plan.slots.append(AuditError(UnreadableFile(tasks[tp].path, None, reason), broker))
+                tasks[tp] = replace(tasks[tp], judged=False)
+                continue
+            copies[broker] = tasks[tp].path
+        if any(t.metadata for t in tasks.values()):
+            plan.slots.append(MetadataSlot(index))
+    plan.tasks.extend(sorted(tasks.values(), key=lambda t: t.child))

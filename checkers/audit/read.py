@@ -3,9 +3,11 @@ runs it (this process, or a Spark executor)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from checkers.audit.plan import ReadTask
+from checkers.audit.result import ReplicaSummary
 from checkers.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -14,10 +16,23 @@ from checkers.checkpoints import (
 )
 from checkers.lineage import Lineage, read_partition
 from checkers.metadata_log import MetadataLog, decode_metadata_log
+from checkers.storage import is_remote, relabel, staged_dir, unreadable
 
 
 def read_task(task: ReadTask) -> Lineage:
-    """The replica's lineage, with the offsets its log dir's checkpoints hold for it."""
+    """The replica's lineage, with the offsets its log dir's checkpoints hold for it. A
+    remote partition dir is read from a local copy (`checkers.storage`), named by its URI."""
+    if not is_remote(task.path):
+        return _read_local(task, Path(task.path))
+    try:
+        with staged_dir(task.path) as local:
+            return relabel(_read_local(task, local), str(local), task.path)
+    except Exception as exc:  # noqa: BLE001 - any filesystem failure is bad input
+        error = unreadable(task.path, exc)
+        return Lineage(task.topic, task.partition, task.broker, errors=[error], path=task.path)
+
+
+def _read_local(task: ReadTask, path: Path) -> Lineage:
     tp = task.tp
     offsets = {
         REPLICATION_OFFSET_CHECKPOINT: task.high_watermark,
@@ -26,7 +41,7 @@ def read_task(task: ReadTask) -> Lineage:
         CLEANER_OFFSET_CHECKPOINT: task.cleaned_to,
     }
     return read_partition(
-        Path(task.path),
+        path,
         task.broker,
         tp,
         {name: {} if value is None else {tp: value} for name, value in offsets.items()},
@@ -34,6 +49,43 @@ def read_task(task: ReadTask) -> Lineage:
     )
 
 
+def read_replicas(
+    tasks: Iterable[ReadTask], on_read: Callable[[ReadTask, Lineage], None] | None = None
+) -> tuple[list[ReplicaSummary], list[Lineage]]:
+    """One partition's read tasks, in order: the summary of every replica read, and the
+    lineages to judge. `on_read` sees each replica as it is read (the Spark engine writes
+    its table rows there); only the judged ones are kept."""
+    summaries: list[ReplicaSummary] = []
+    judged: list[Lineage] = []
+    for task in tasks:
+        lineage = read_task(task)
+        summaries.append(
+            ReplicaSummary.of(
+                lineage,
+                log_dir=task.log_dir,
+                child=task.child,
+                judged=task.judged,
+                metadata=task.metadata,
+            )
+        )
+        if on_read is not None:
+            on_read(task, lineage)
+        if task.judged:
+            judged.append(lineage)
+    return summaries, judged
+
+
 def read_metadata(task: ReadTask) -> MetadataLog:
     """A metadata-log task's history of partition states (`checkers.metadata_log`)."""
-    return decode_metadata_log(task.path)
+    return metadata_at(task.path)
+
+
+def metadata_at(path: str) -> MetadataLog:
+    """The metadata log in a partition dir, local or remote."""
+    if not is_remote(path):
+        return decode_metadata_log(path)
+    try:
+        with staged_dir(path) as local:
+            return relabel(decode_metadata_log(local), str(local), path)
+    except Exception as exc:  # noqa: BLE001 - any filesystem failure is bad input
+        return MetadataLog(path=path, errors=[unreadable(path, exc)])

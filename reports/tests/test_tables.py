@@ -1,16 +1,15 @@
-"""Rows and objects: a lineage survives Arrow and pandas field for field, and so do
+"""Rows and objects: a replica becomes rows field for field, and so do
 metadata logs and read errors. No Spark here."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import pyarrow as pa
-
+from checkers.audit.result import ReplicaSummary
 from checkers.errors import CrcMismatch
 from checkers.lineage import read_log_dir
 from checkers.metadata_log import decode_metadata_log
-from checkers.verdict import judge_partition
 from reports import rows as R
 from reports import tables as T
 from testsupport import craft, damage
@@ -39,43 +38,27 @@ def crafted_log_dir(tmp_path: Path) -> Path:
     return root
 
 
-def test_lineages_survive_arrow_and_pandas(tmp_path: Path) -> None:
+def test_replicas_become_rows_field_for_field(tmp_path: Path) -> None:
     log_dir = read_log_dir(crafted_log_dir(tmp_path))
     originals = [log_dir.lineages[tp] for tp in sorted(log_dir.lineages)]
     assert any(lin.errors for lin in originals) and any(lin.torn_tail for lin in originals)
-    rows = [
-        {
-            "run": "r",
-            "log_dir": 0,
-            "child": i,
-            "broker": 1,
-            "topic": lin.topic,
-            "partition": lin.partition,
-            "judged": True,
-            "metadata": False,
-            "bucket": 0,
-        }
-        for i, lin in enumerate(originals)
-    ]
-    batch = R.replica_batch(rows, originals, [R.pack_batches(x.batches) for x in originals])
-    assert batch.schema == T.REPLICA_SCHEMA
-    frame = pa.Table.from_batches([batch]).to_pandas()
-    for (_, row), original in zip(frame.iterrows(), originals, strict=True):
-        rebuilt = R.lineage_from_row(
-            row["topic"], row["partition"], row["broker"], row["replica"], row["batches"]
-        )
-        assert rebuilt == original
-        assert [type(e) for e in rebuilt.errors] == [type(e) for e in original.errors]
-        assert judge_partition([rebuilt]).to_dict() == judge_partition([original]).to_dict()
-    flat = R.batch_table(
+    for i, lin in enumerate(originals):
+        summary = ReplicaSummary.of(lin, log_dir=0, child=i, judged=True, metadata=False)
+        rebuilt = R.summary_from_value(json.loads(json.dumps(R.summary_value(summary))))
+        assert rebuilt == summary
+        assert [type(e) for e in rebuilt.errors] == [type(e) for e in lin.errors]
+    flat = R.batch_rows_table(
         [("r", 1, lin.topic, lin.partition, True) for lin in originals],
-        list(frame["batches"]),
+        [lin.batches for lin in originals],
     )
     assert flat.schema == T.BATCHES_SCHEMA
     assert flat.num_rows == sum(len(lin.batches) for lin in originals)
-    first = flat.slice(0, 1).to_pylist()[0]
-    lin = next(x for x in originals if x.batches)
-    assert {k: first[k] for k in lin.batches[0].to_row()} == lin.batches[0].to_row()
+    rows = flat.to_pylist()
+    expected = [b.to_row() for lin in originals for b in lin.batches]
+    assert [{k: row[k] for k in want} for row, want in zip(rows, expected, strict=True)] == expected
+    assert [row["seq"] for row in rows[: len(originals[0].batches)]] == list(
+        range(len(originals[0].batches))
+    )
 
 
 def test_read_errors_keep_their_class_and_text() -> None:
