@@ -321,3 +321,13 @@ def test_schedule_errors_are_user_errors() -> None:
     assert isinstance(error, LogforkError) and error.exit_code == 2
     assert isinstance(error, RunRecordError)  # a run record that cannot be read
     assert str(error) == "f.json: steps[0].count: must be a positive integer"
+
+
+def test_the_documented_example_is_the_example_file() -> None:
+    """docs/schedules.md shows docs/schedules/kip-279-s1-equal.json, which replays as is."""
+    docs = Path(__file__).parents[2] / "docs"
+    text = (docs / "schedules.md").read_text()
+    shown = text.split("```json\n", 1)[1].split("```", 1)[0]
+    example = docs / "schedules" / "kip-279-s1-equal.json"
+    assert loads(shown) == load_schedule(example)
+    assert dumps(load_schedule(example)) == example.read_text()
