@@ -331,3 +331,21 @@ def test_the_documented_example_is_the_example_file() -> None:
     example = docs / "schedules" / "kip-279-s1-equal.json"
     assert loads(shown) == load_schedule(example)
     assert dumps(load_schedule(example)) == example.read_text()
+
+
+def test_kraft_has_no_per_broker_session_timeout() -> None:
+    doc = {
+        "format": 1,
+        "cluster": {
+            "mode": "kraft",
+            "replication_factor": 2,
+            "broker_config": {"broker.session.timeout.ms": 6000},
+            "node_config": {"2": {"broker.session.timeout.ms": 3000}},
+        },
+        "steps": [],
+    }
+    with pytest.raises(ScheduleError) as err:
+        parse_schedule(doc)
+    assert "cluster.node_config.2.broker.session.timeout.ms: KRaft has one session" in str(
+        err.value
+    )

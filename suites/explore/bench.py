@@ -41,6 +41,11 @@ def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> Clu
         }
         return {k: v for k, v in values.items() if v is not None}
 
+    nodes = {f"b{b}": configs(c) for b, c in shape.node_config.items()}
+    if shape.mode == "kraft":
+        # The active controller fences a broker after its own broker.session.timeout.ms.
+        fence = {key: shape.broker_config.session_timeout_ms}
+        nodes.update({f"c{i}": fence for i in range(1, shape.controllers + 1)})
     return ClusterSpec(
         kafka,
         shape.mode,
@@ -48,7 +53,7 @@ def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> Clu
         controllers=shape.controllers if shape.mode == "kraft" else 1,
         controller=shape.controller if shape.mode == "zk" else None,
         broker_config={**configs(shape.broker_config), "unclean.leader.election.enable": False},
-        node_config={f"b{b}": configs(c) for b, c in shape.node_config.items()},
+        node_config=nodes,
         base_image=base_image,
     )
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from checkers.simulate import simulate
@@ -199,7 +199,9 @@ class Explorer:
             return self.unshrunk(entry, "did not fail again when re-run (flaky)", result.runs)
         file = self.out / "findings" / f"{k}-{failure.replace('@', '-')}.json"
         file.parent.mkdir(parents=True, exist_ok=True)
-        write_schedule(file, result.minimal)
+        # Shrunk from the explored schedule, whether or not the model shrank it first.
+        origin = {**result.minimal.origin, "shrunk_from_steps": entry.steps}
+        write_schedule(file, replace(result.minimal, origin=origin))
         report = self.report(run) if run is not None else entry.report
         return ExploreFinding(
             failure,

@@ -159,7 +159,7 @@ def main(args: argparse.Namespace) -> int:
         shrunk = (
             f"shrunk to {f.steps} steps in {f.runs} runs"
             if f.reproducible
-            else f"not shrunk: {f.summary.split(':')[0]}"
+            else f.summary.split(":")[0]
         )
         say(f"finding: {f.failure} (schedule {f.number}, {shrunk})")
         say(f"replay: {f.replay}")

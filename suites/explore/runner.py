@@ -56,6 +56,7 @@ PARTITIONS = (SCHEDULE_PARTITION, BACKGROUND_PARTITION)
 CONVERGE_TIMEOUT = 150.0
 STALL = 30.0  # seconds without any change in ISRs or log end offsets: a stuck follower
 PROBE_TIMEOUT = 30.0
+FETCH_WAIT = 0.5  # replica.fetch.wait.max.ms, Kafka's default: a follower's fetch round
 SCHEDULE_FILE = "schedule.json"
 
 
@@ -204,9 +205,12 @@ def _run(
             ) from exc
     finally:
         cluster.timeline = own_timeline
+    if result.verdict.outcome.has_verdict:
+        with_cluster_timeline(cluster, timeline, lambda: bench.put_away(topic, marks))
     result.seconds = time.monotonic() - started
-    result.steps = result.steps or []
-    result.waits = sum(s.waits for s in result.steps)
+    # The protocol's own waits: each step's (session timeouts, wait steps, acks=all writes
+    # timing out), and one fetch round for the followers once everything is healed.
+    result.waits = sum(s.waits for s in result.steps) + FETCH_WAIT
     verdict = result.verdict
     verdict.run_dir = str(record.path)
     verdict.phases = {k: v for k, v in timeline.phase_durations().items() if k != "done"}
@@ -225,9 +229,18 @@ def _run(
     info.as_expected, info.boot = verdict.as_expected, cluster.boot
     record.write_run(info)
     record.write_cluster(cluster.info())
-    if verdict.outcome.has_verdict:
-        bench.put_away(topic, marks)
     return result
+
+
+def with_cluster_timeline(cluster: Any, timeline: Timeline, work: Any) -> None:
+    """Do `work` with the cluster's faults and notes recorded into `timeline`, in a phase
+    of its own (deleting the topic and checking the cluster's health)."""
+    own, cluster.timeline = cluster.timeline, timeline
+    timeline.phase("put-away")
+    try:
+        work()
+    finally:
+        cluster.timeline = own
 
 
 def _body(

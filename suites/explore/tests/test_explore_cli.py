@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from fixtures.errors import SetupError
 from reports.explore_page import write_explore_page
 from runrecord.explore import ExploreFinding, ExploreRecord, ScheduleEntry
 from runrecord.outcome import Outcome
@@ -56,10 +58,16 @@ def test_the_cluster_a_shape_asks_for() -> None:
 
 def test_replay_in_another_mode() -> None:
     schedule = load_schedule(DOCS_EXAMPLE)
-    kraft = in_mode(schedule, "kraft", "f.json")
-    assert kraft.cluster.mode == "kraft" and kraft.cluster.controller is None
-    assert kraft.cluster.session_timeout_ms(2) == 6000
     assert in_mode(schedule, None, "f.json") is schedule
+    # One broker's own ZooKeeper session timeout has no KRaft equivalent.
+    with pytest.raises(SetupError, match=r"node_config\.2\.broker\.session\.timeout\.ms"):
+        in_mode(schedule, "kraft", "f.json")
+    plain = replace(schedule, cluster=replace(schedule.cluster, node_config={}))
+    kraft = in_mode(plain, "kraft", "f.json")
+    assert kraft.cluster.mode == "kraft" and kraft.cluster.controller is None
+    assert kraft.cluster.session_timeout_ms(2) == 60000
+    spec = cluster_spec("3.9.2", kraft.cluster)
+    assert spec.node_config == {"c1": {"broker.session.timeout.ms": 60000}}
 
 
 @pytest.mark.parametrize(
