@@ -270,11 +270,14 @@ def converge(
     partitions: tuple[int, ...] = (0,),
     since: dict[int, int] | None = None,
     stall: float | None = None,
+    stop_on_stuck: bool = True,
 ) -> Convergence:
     """Give the cluster time to converge: every replica of each partition in its ISR with
     equal log end offsets. Returns early when a follower's replication has stopped for good
-    (its log says so, from byte `since` of each broker's log on), or when `stall` seconds
-    passed with no ISR or log end offset changing."""
+    (its log says so, from byte `since` of each broker's log on; `stop_on_stuck=False`:
+    noted only, since from 2.3 a partition marked failed resumes with its next leader
+    change, KIP-461), or when `stall` seconds passed with no ISR or log end offset
+    changing."""
     ctx.timeline.phase("convergence")
     cluster = ctx.cluster
     started = time.monotonic()
@@ -300,7 +303,7 @@ def converge(
         ):
             result.converged = True
             break
-        if result.stuck:
+        if result.stuck and stop_on_stuck:
             break
         now = time.monotonic()
         if result.partitions != last:

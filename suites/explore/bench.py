@@ -172,9 +172,10 @@ class Bench:
 
 def check(cluster: Cluster, marks: dict[int, int], timeout: float = 30.0) -> str | None:
     """Why the cluster may not serve the next schedule, or None: every broker running and
-    registered, no cut left, the controller where the shape put it, and no follower whose
-    replication stopped (before 2.3 KAFKA-6361 kills the fetcher thread of every partition
-    it fetches from that leader, KIP-461, so later topics would never replicate)."""
+    registered, no cut left, the controller where the shape put it, and (before 2.3) no
+    follower whose replication stopped: KAFKA-6361 kills the fetcher thread of every
+    partition it fetches from that leader, so later topics would never replicate; from
+    2.3 only the partition is marked failed (KIP-461), and it goes with its topic."""
     for b, node in sorted(cluster.brokers.items()):
         if node.status() != "running":
             return f"broker {b} is {node.status()}"
@@ -198,6 +199,8 @@ def check(cluster: Cluster, marks: dict[int, int], timeout: float = 30.0) -> str
         return f"no active controller: {exc}"
     if cluster.mode == "zk" and wanted is not None and controller.node_id != wanted:
         return f"the controller moved from broker {wanted} to {controller.name}"
+    if cluster.release.at_least(2, 3):
+        return None  # KIP-461: a failed partition no longer stops its fetcher thread
     for b in sorted(cluster.brokers):
         found = stuck_follower(cluster, b, None, since=marks.get(b, 0))
         if found is not None:

@@ -5,10 +5,12 @@ each power loss dropped) and says which invariant failed, where, and by which ru
 
 Per partition, in this order:
 
-1. A follower that cannot make progress after the heal is "stuck": its log says its
-   replication stopped for good (KAFKA-6361, n < 20: the fetcher thread dies on
-   out-of-order offsets before 2.3), it halted its broker, or nothing changed for the
-   stall time while the replicas still differed.
+1. A follower that cannot make progress after the heal is "stuck": the replicas did not
+   converge and nothing changed for the stall time; its log says why, where it does
+   (KAFKA-6361, n < 20: the fetcher thread dies on out-of-order offsets before 2.3; a
+   broker halted rather than truncate). A partition that converged is not stuck, whatever
+   its followers logged on the way (from 2.3 a partition marked failed resumes with its
+   next leader change, KIP-461).
 2. Replicas converge: no divergence on disk.
 3. No acknowledged acks=all write is lost, unless a rule allows it:
    - an unclean election, where the topic enables them, may lose acknowledged writes;
@@ -129,7 +131,7 @@ def judge_partition(
     seen: Observed, *, release: Release, mode: str, unclean_enabled: bool
 ) -> tuple[str | None, str, str | None]:
     """(finding kind or None, one line, the loss rule that decided, if one did)."""
-    if seen.stuck_lines or (seen.stalled and not seen.converged):
+    if not seen.converged and (seen.stuck_lines or seen.stalled):
         if seen.stuck_lines:
             b, line = sorted(seen.stuck_lines.items())[0]
             why = f"broker {b}'s log: {line}"

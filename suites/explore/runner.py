@@ -289,6 +289,7 @@ def _body(
             partitions=PARTITIONS,
             since=marks,
             stall=STALL,
+            stop_on_stuck=False,
         )
     finally:
         background.stop(timeout=5)

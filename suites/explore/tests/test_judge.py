@@ -41,6 +41,13 @@ def test_a_stuck_follower_comes_before_its_divergence() -> None:
     assert line in j.summary
 
 
+def test_a_follower_that_recovered_is_not_stuck() -> None:
+    line = "[ReplicaFetcher replicaId=1, leaderId=2] Partition s-0 marked as failed"
+    j = judge({0: clean(stuck_lines={1: line})}, unclean_enabled=False, **ZK)
+    assert j.failure is None
+    assert j.evidence["partitions"]["0"]["stuck"] == {"1": line}
+
+
 def test_no_change_for_the_stall_time_is_stuck_too() -> None:
     seen = clean(converged=False, stalled=True, isr=[1], log_end_offsets={1: 31, 2: 15})
     j = judge({0: seen}, unclean_enabled=False, **ZK)
