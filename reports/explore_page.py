@@ -37,8 +37,7 @@ def explore_view(record: ExploreRecord, page_dir: Path) -> dict[str, Any]:
     x["judged"], x["agreed"] = len(judged), agreed
     x["agreement"] = f"{100 * agreed / len(judged):.1f} %" if judged else "n/a"
     x["disagreements"] = [e for e in x["schedules"] if e["agree"] is False]
-    end = record.finished or max([record.started, *[0.0]])
-    minutes = max((end - record.started) / 60, 1e-9) if record.finished else None
+    minutes = record.searching / 60
     x["rate"] = f"{len(record.schedules) / minutes:.2f}" if minutes else "n/a"
     return x
 

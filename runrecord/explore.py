@@ -72,6 +72,8 @@ class ExploreRecord:
     finished: float | None = None
     interrupted: bool = False
     pool: int = 0  # candidates ranked
+    searching: float = 0.0  # seconds spent running candidates (cluster boots included)
+    shrink_runs: int = 0  # real runs spent shrinking findings
     schedules: list[ScheduleEntry] = field(default_factory=list)
     findings: list[ExploreFinding] = field(default_factory=list)
     boots: list[ClusterBoot] = field(default_factory=list)

@@ -10,6 +10,7 @@ SIGTERM, what CI timeouts and orchestrators send, must end a run as SIGINT does:
 one line, exit 143.
 """
 
+import json
 import os
 import random
 import signal
@@ -113,3 +114,41 @@ def test_interrupted_runs_leave_nothing(kafka_target, tmp_path):
         assert left == [], f"run {i} (SIGINT at {point:.1f}s, exit {proc.returncode}) left {left}"
     # Most runs must really have been interrupted, not finished before the signal.
     assert codes.count(130) >= RUNS // 2, codes
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_interrupted_explore_leaves_nothing_and_says_what_it_found(kafka_target, tmp_path):
+    client = engine.client()
+    volumes_before = {v.name for v in client.volumes.list()}
+    out = tmp_path / "explore"
+    command = ["explore", "--kafka-version", kafka_target.kafka, "--kafka-mode", kafka_target.mode]
+    command += ["--seed", "1", "--budget", "3", "--unclean", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "suites.cli", *command],
+        preexec_fn=_restore_sigint,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Interrupt during the second schedule: a topic, cuts and a background workload live.
+        wait_until(
+            lambda: (out / "runs").is_dir() and len(list((out / "runs").iterdir())),
+            lambda n: n >= 2,
+            what="the second schedule to start",
+            timeout=600,
+        )
+        proc.send_signal(signal.SIGINT)
+        stdout, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "interrupted" in stdout.splitlines()[-1], stdout
+    assert "replay: logfork replay" in stdout or "nothing found so far" in stdout
+    record = json.loads((out / "explore.json").read_text())
+    assert record["interrupted"] and len(record["schedules"]) >= 1
+    owner = f"{socket.gethostname()}:{proc.pid}"
+    assert leftovers(client, volumes_before, str(out), owner) == []

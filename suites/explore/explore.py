@@ -150,6 +150,7 @@ class Explorer:
             number = len(list(runs_dir.glob("*"))) + 1 if runs_dir.is_dir() else 1
             run_dir = runs_dir / f"{number:03d}-{len(candidate.steps)}-steps"
             got = run_schedule(self.bench, candidate, run_dir, label=f"shrink-{k}")
+            self.record.shrink_runs += 1
             self.say(
                 f"  shrink {k}.{number}: {len(candidate.steps)} steps: "
                 f"{got.failure or got.outcome.value} ({got.seconds:.0f}s)"
@@ -303,11 +304,12 @@ def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:
     agreed = sum(1 for e in judged if e.agree)
     rate = n / (elapsed / 60) if elapsed > 0 else 0.0
     pct = f"{100 * agreed / len(judged):.1f} %" if judged else "n/a"
+    shrinking = f", then {record.shrink_runs} shrinking run(s)" if record.shrink_runs else ""
     lines = [
-        f"explore: {n} schedules in {elapsed / 60:.1f} min ({rate:.2f} schedules/min); "
-        f"{len(record.findings)} finding(s); model agreed on {agreed} of {len(judged)} judged "
-        f"({pct}), {len(record.disagreements)} disagreement(s); {len(record.boots)} cluster "
-        "boot(s)"
+        f"explore: {n} schedules in {elapsed / 60:.1f} min ({rate:.2f} schedules/min)"
+        f"{shrinking}; {len(record.findings)} finding(s); model agreed on {agreed} of "
+        f"{len(judged)} judged ({pct}), {len(record.disagreements)} disagreement(s); "
+        f"{len(record.boots)} cluster boot(s)"
     ]
     for e in record.disagreements:
         lines.append(

@@ -144,6 +144,7 @@ def main(args: argparse.Namespace) -> int:
             explorer.deadline = clock + 60 * options.minutes
         try:
             explorer.run_all(draw_options(options, mode, release.protocol))
+            record.searching = round(time.monotonic() - clock, 1)
             explorer.shrink_findings()
         except (KeyboardInterrupt, Terminated):
             record.interrupted = True
@@ -153,7 +154,7 @@ def main(args: argparse.Namespace) -> int:
             raise
         record.finished = time.time()
         explorer.save()
-    for line in summary_lines(record, time.monotonic() - clock):
+    for line in summary_lines(record, record.searching):
         say(line)
     for f in record.findings:
         shrunk = (

@@ -134,7 +134,7 @@ def test_the_explore_index_page(tmp_path: Path) -> None:
             str(tmp_path / "report" / "r9.html"), "replicas diverged at offset 11",
         )
     ]  # fmt: skip
-    record.finished = record.started + 60
+    record.finished, record.searching = record.started + 90, 60.0
     page = write_explore_page(record, tmp_path).read_text()
     assert 'href="../findings/1-diverged.json"' in page
     assert 'href="r9.html"' in page and 'href="r1.html"' in page
