@@ -25,7 +25,7 @@ from typing import Any
 from checkers.audit.local import execute
 from checkers.audit.plan import plan_audit
 from checkers.simulate import Prediction, Simulator, simulate
-from fixtures.errors import NotReached, SetupError
+from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.releases import Release
 from fixtures.waiting import Aborted, WaitTimeout
 from observe.state import StateRecorder
@@ -196,6 +196,13 @@ def _run(
         except SetupError as exc:
             result.verdict.outcome, result.verdict.summary = Outcome.SETUP_FAILED, str(exc)
             bench.retire(str(exc))
+        except LogforkError as exc:
+            # A fault that could not be applied (iptables refused a rule, a release lacks
+            # an API): the schedule's state was not reached, on a cluster left unknown.
+            summary = f"not reached: {exc}"
+            timeline.record("note", "not-reached", reason=summary)
+            result.verdict.summary = summary
+            bench.retire(f"the last schedule failed: {summary[:200]}")
         except Exception as exc:
             (record.path / ERROR_TXT).write_text(traceback.format_exc())
             bench.retire(f"logfork failed: {exc}")
