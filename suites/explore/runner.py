@@ -49,7 +49,7 @@ from suites.explore.judge import (
     judge,
 )
 from suites.scenario import RunContext, ScenarioError
-from suites.steps import converge, write_batch
+from suites.steps import converge, log_mark, stuck_follower, write_batch
 from suites.workload import Background, History
 
 PARTITIONS = (SCHEDULE_PARTITION, BACKGROUND_PARTITION)
@@ -175,7 +175,7 @@ def _run(
     started = time.monotonic()
     topic = f"s-{secrets.token_hex(4)}"
     marks = bench.marks()
-    node_marks = {cluster.broker(b).name: m for b, m in marks.items()}
+    node_marks = {name: log_mark(node) for name, node in cluster.nodes.items()}
     timeline.phase("faults")
     result = ScheduleRun(
         Verdict(label, str(release), mode, Outcome.NOT_REACHED, Outcome.CONSISTENT, ""),
@@ -286,6 +286,11 @@ def _body(
         for i, step in enumerate(schedule.steps):
             result.steps.append(live.apply(i, step))
         timeline.phase("heal")
+        # Before 2.3 a follower that logs a stuck mark after this point stays stuck: its
+        # fetcher thread died, and no broker that is up is restarted again (the heal only
+        # restarts stopped ones). From 2.3 a failed partition resumes with its next leader
+        # change (KIP-461), so only a lack of progress decides.
+        healing = {b: log_mark(node) for b, node in cluster.brokers.items()}
         live.heal_all()
         background.stop(timeout=20)
         convergence = converge(
@@ -294,10 +299,15 @@ def _body(
             replicas,
             timeout=CONVERGE_TIMEOUT,
             partitions=PARTITIONS,
-            since=marks,
+            since=healing,
             stall=STALL,
-            stop_on_stuck=False,
+            stop_on_stuck=not cluster.release.at_least(2, 3),
         )
+        if not convergence.converged and not convergence.stuck:
+            for b in replicas:  # what the followers logged since the schedule began
+                found = stuck_follower(cluster, b, topic, since=marks.get(b, 0))
+                if found is not None:
+                    convergence.stuck_partitions[b], convergence.stuck[b] = found
     finally:
         background.stop(timeout=5)
         states = {r.partition: r.stop() for r in recorders}
