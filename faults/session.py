@@ -78,6 +78,9 @@ def await_loss(
         timeout=timeout,
         describe=sorted,
     )
+    if cluster.mode == "zk" and not cluster.registered_brokers():
+        # No broker holds a session any more, so none can be the controller: nobody acts.
+        return {tp: old.leader for tp, old in before.items()}
     # The controller acts on the loss: partitions the broker led get another leader;
     # where it followed, ZooKeeper mode shows the controller's write as a new state
     # version (the leader may add a still-fetching follower straight back to the ISR),
