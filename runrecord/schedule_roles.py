@@ -90,3 +90,20 @@ def pick(target: Endpoint, view: View, ok: Callable[[Any], str | None], what: st
             return c
         reasons.append(why)
     raise Skip("; ".join(reasons))
+
+
+def cannot_shut_down(
+    broker: int, controller: int | None, linked: Callable[[Any, Any], bool]
+) -> str | None:
+    """Why SIGTERM would not end the broker, or None. A controlled shutdown asks the
+    controller to move the broker's leaderships first; cut off from the quorum or from the
+    controller, the broker waits for an answer that never comes (1.1.1 blocks looking the
+    controller up in ZooKeeper)."""
+    if not linked(broker, QUORUM):
+        return f"broker {broker} is cut off from the quorum: its controlled shutdown would hang"
+    if controller is not None and controller != broker and not linked(broker, controller):
+        return (
+            f"broker {broker} is cut off from controller {controller}: its controlled "
+            "shutdown would hang"
+        )
+    return None

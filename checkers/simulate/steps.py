@@ -47,7 +47,18 @@ from runrecord.schedule import (
     Step,
     Wait,
 )
-from runrecord.schedule_roles import Rejected, Skip, View, candidates, pick
+from runrecord.schedule_roles import (
+    Rejected,
+    Skip,
+    View,
+    candidates,
+    cannot_shut_down,
+    pick,
+)
+
+# log.flush.offset.checkpoint.interval.ms (Kafka's default): how often a broker writes the
+# recovery points of its logs to recovery-point-offset-checkpoint.
+RECOVERY_CHECKPOINT_SECONDS = 60
 
 
 class Simulator(ControlPlane):
@@ -274,7 +285,14 @@ class Simulator(ControlPlane):
         return {"leader": b}
 
     def _do_kill(self, step: Kill) -> dict[str, Any]:
-        b = self._pick(step.target, self._status_is(RUNNING), "kill")
+        running = self._status_is(RUNNING)
+
+        def ok(b: Any) -> str | None:
+            if running(b) is None and step.signal == "SIGTERM":
+                return cannot_shut_down(b, self._controller_broker(), self.linked)
+            return running(b)
+
+        b = self._pick(step.target, ok, "kill")
         if step.signal == "SIGTERM":
             self._controlled_shutdown(b)
             self.settle()
@@ -338,6 +356,8 @@ class Simulator(ControlPlane):
             interval = self.cluster.checkpoint_interval_ms(b) / 1000
             if self.alive(b) and step.seconds >= interval:
                 r.hw_checkpoint = r.hw
+            if self.alive(b) and step.seconds >= RECOVERY_CHECKPOINT_SECONDS:
+                r.flushed = max(r.flushed, min(r.recovered, r.leo))
         return {}
 
     # -- the end --------------------------------------------------------------------------

@@ -27,7 +27,14 @@ from runrecord import schedule_steps as kinds
 from runrecord.events import EventKind
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Endpoint, Role, Schedule, Step
-from runrecord.schedule_roles import Rejected, Skip, View, candidates, pick
+from runrecord.schedule_roles import (
+    Rejected,
+    Skip,
+    View,
+    candidates,
+    cannot_shut_down,
+    pick,
+)
 from suites.scenario import RunContext
 from suites.steps import write_batch
 
@@ -362,7 +369,13 @@ class Live:
 
     def _do_kill(self, step: kinds.Kill) -> tuple[dict[str, Any], float]:
         view = self.view()
-        b = pick(step.target, view, self._running, "kill")
+
+        def ok(b: Any) -> str | None:
+            if step.signal == "SIGTERM" and self.alive(b):
+                return cannot_shut_down(b, view.controller, self.linked)
+            return self._running(b)
+
+        b = pick(step.target, view, ok, "kill")
         if step.signal == "SIGTERM":
             process.kill(self.cluster, self.node(b), signal="SIGTERM")
             return {"broker": b}, 0.0

@@ -51,7 +51,7 @@ class ExploreOptions:
     minutes: float | None = None
     unclean: bool = False
     guided: bool = True
-    pool: int = 200  # candidates the model ranks (at least the budget)
+    pool: int = 400  # candidates the model ranks (at least the budget)
     shrink_runs: int = 24  # real runs for each shrinking, confirmations included
     shrink_findings: int = 3  # findings shrunk (the first of each kind first)
     reuse: bool = True

@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run candidates in drawing order, without the model's ranking",
     )
     parser.add_argument(
-        "--pool", type=int, default=200, metavar="N", help="candidates the model ranks (200)"
+        "--pool", type=int, default=400, metavar="N", help="candidates the model ranks (400)"
     )
     parser.add_argument(
         "--shrink-runs",
