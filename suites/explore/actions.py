@@ -23,18 +23,12 @@ from fixtures.waiting import Aborted, WaitTimeout, wait_until
 from observe.controller import active_controller
 from observe.replicas import replica
 from observe.state import PartitionState, partition_state
+from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
 from runrecord.events import EventKind
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Endpoint, Role, Schedule, Step
-from runrecord.schedule_roles import (
-    Rejected,
-    Skip,
-    View,
-    candidates,
-    cannot_shut_down,
-    pick,
-)
+from runrecord.schedule_roles import Rejected, Skip, View
 from suites.scenario import RunContext
 from suites.steps import write_batch
 
@@ -217,7 +211,7 @@ class Live:
                 return f"broker {b} does not know it leads (its metadata says leader {seen})"
             return None
 
-        b = pick(step.to, view, ok, "produce to")
+        b = roles.pick(step.to, view, ok, "produce to")
         sends = write_batch(
             self.ctx,
             self.topic,
@@ -273,7 +267,7 @@ class Live:
                 return f"broker {b} is already cut from leader {leader}"
             return None
 
-        b = pick(step.target, view, ok, "hold back")
+        b = roles.pick(step.target, view, ok, "hold back")
         held = replication.hold_back(
             self.cluster, self.topic, self.node(b), self.node(leader), mirror=True
         )
@@ -282,8 +276,8 @@ class Live:
 
     def _do_cut(self, step: kinds.Cut) -> tuple[dict[str, Any], float]:
         view = self.view()
-        for a in candidates(step.a, view):
-            for b in candidates(step.b, view):
+        for a in roles.candidates(step.a, view):
+            for b in roles.candidates(step.b, view):
                 if a != b and a != QUORUM and self.linked(a, b):
                     cut = network.partition(
                         self.cluster, self.node(a), self.nodes_of(b), mirror=True
@@ -301,8 +295,8 @@ class Live:
                 self._heal(link)
             return {"links": healed}, 0.0
         view = self.view()
-        for a in candidates(step.a, view):
-            for b in candidates(step.b, view):
+        for a in roles.candidates(step.a, view):
+            for b in roles.candidates(step.b, view):
                 link = next((x for x in self.links if x.joins(a, b)), None)
                 if link is not None:
                     self._heal(link)
@@ -327,7 +321,7 @@ class Live:
                 return f"broker {b} is already cut from the quorum"
             return None
 
-        b = pick(step.target, view, ok, "expire")
+        b = roles.pick(step.target, view, ok, "expire")
         expiry = session.expire_session(self.cluster, self.node(b), mirror=True)
         self.links.append(Link(b, QUORUM, "session", expiry.cut, expiry))
         return {"broker": b}, self._session_wait(b)
@@ -361,7 +355,7 @@ class Live:
                 return self.describe(b)
             return None
 
-        b = pick(step.target, view, ok, "elect")
+        b = roles.pick(step.target, view, ok, "elect")
         # The schedule's topic enables unclean elections (the loader refuses the step
         # otherwise): only the controller has to look at the partition again.
         elections.elect_unclean(self.cluster, self.topic, to=b, enabled=True)
@@ -372,10 +366,10 @@ class Live:
 
         def ok(b: Any) -> str | None:
             if step.signal == "SIGTERM" and self.alive(b):
-                return cannot_shut_down(b, view.controller, self.linked)
+                return roles.cannot_shut_down(b, view.controller, self.linked)
             return self._running(b)
 
-        b = pick(step.target, view, ok, "kill")
+        b = roles.pick(step.target, view, ok, "kill")
         if step.signal == "SIGTERM":
             process.kill(self.cluster, self.node(b), signal="SIGTERM")
             return {"broker": b}, 0.0
@@ -409,7 +403,7 @@ class Live:
                 return f"broker {b} is stopped but cut off from the quorum"
             return None
 
-        b = pick(step.target, view, ok, "restart")
+        b = roles.pick(step.target, view, ok, "restart")
         # A ZooKeeper-mode broker learns the cluster's metadata from the controller only.
         ctl = view.controller
         serving = ctl is None or ctl == b or self.linked(b, ctl)
@@ -423,7 +417,7 @@ class Live:
                 link.cut.restore()  # its side of the cut went with its old namespace
 
     def _do_pause(self, step: kinds.Pause) -> tuple[dict[str, Any], float]:
-        b = pick(step.target, self.view(), self._running, "pause")
+        b = roles.pick(step.target, self.view(), self._running, "pause")
         process.pause(self.cluster, self.node(b))
         return {"broker": b}, 0.0
 
@@ -431,12 +425,12 @@ class Live:
         def ok(b: Any) -> str | None:
             return None if self.status(b) == "paused" else self.describe(b)
 
-        b = pick(step.target, self.view(), ok, "resume")
+        b = roles.pick(step.target, self.view(), ok, "resume")
         process.resume(self.cluster, self.node(b))
         return {"broker": b}, 0.0
 
     def _do_powerloss(self, step: kinds.PowerLoss) -> tuple[dict[str, Any], float]:
-        b = pick(step.target, self.view(), self._running, "cut the power of")
+        b = roles.pick(step.target, self.view(), self._running, "cut the power of")
         cut = PowerCut(len(self.results), b)
 
         def kill() -> None:
