@@ -168,6 +168,10 @@ class MetadataLog:
     def partitions(self) -> set[tuple[str, int]]:
         return {(e.topic, e.partition) for e in self.events if e.topic is not None}
 
+    def live_partitions(self) -> set[tuple[str, int]]:
+        """The partitions of topics that exist now (not removed since)."""
+        return {tp for tp in self.partitions() if self.current(*tp) is not None}
+
 
 @dataclass
 class _State:

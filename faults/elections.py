@@ -181,8 +181,11 @@ def elect_unclean(
     *,
     to: int,
     timeout: float = 90.0,
+    enabled: bool = False,
 ) -> PartitionState:
-    """Elect an out-of-sync replica while no ISR member is alive."""
+    """Elect an out-of-sync replica while no ISR member is alive. `enabled`: the topic's
+    config already allows unclean elections (before 2.4 only the controller is made to look
+    again; 0.10.2 has no AlterConfigs to enable it with)."""
     what = f"unclean election of {topic}-{partition} to broker {to}"
     before = partition_state(cluster, topic, partition)
     alive = cluster.registered_brokers()
@@ -198,10 +201,11 @@ def elect_unclean(
         _admin_elect(cluster, ElectionType.UNCLEAN, topic, partition)
     else:
         try:
-            _enable_unclean(cluster, topic)
+            if not enabled:
+                _enable_unclean(cluster, topic)
         except Exception as exc:  # noqa: BLE001 - KafkaException carries the reason
             raise LogforkError(f"could not enable unclean election for {topic}: {exc}") from None
-        if not cluster.release.at_least(2, 1):
+        if enabled or not cluster.release.at_least(2, 1):
             # Before KAFKA-6835 a config change triggers nothing; a new controller runs the
             # offline-partition elections when it takes over.
             cluster.zk_client().delete("/controller")

@@ -50,8 +50,14 @@ class Cut:
     inbound: bool  # packets from peers do not arrive at node
     outbound: bool  # packets from node do not arrive at peers
     port: int | None = None  # with no peers: drop whatever arrives on this port
-    rules: list[list[str]] = field(default_factory=list)
+    # Also drop the same traffic in each peer's namespace, so that the cut outlives a
+    # restart of either end (a container's rules go with its namespace; addresses are
+    # fixed, so rules against a node hold across its restarts).
+    mirror: bool = False
+    rules: list[list[str]] = field(default_factory=list)  # in node's namespace
+    mirrored: list[tuple[Node, list[str]]] = field(default_factory=list)  # in peers'
     healed: bool = False
+    _incarnations: dict[str, str | None] = field(default_factory=dict)  # node -> StartedAt
 
     def describe(self) -> str:
         if self.port is not None:
@@ -60,54 +66,79 @@ class Cut:
         names = ",".join(p.name for p in self.peers)
         return f"{self.node.name} {arrow[(self.inbound, self.outbound)]} {names}"
 
-    def _rule_specs(self) -> list[list[str]]:
+    def _rule_specs(self) -> list[tuple[Node, list[str]]]:
+        tag = ["-m", "comment", "--comment", _COMMENT]
         if self.port is not None:
             return [
-                [
-                    "INPUT",
-                    "-p",
-                    "tcp",
-                    "--dport",
-                    str(self.port),
-                    "-m",
-                    "comment",
-                    "--comment",
-                    _COMMENT,
-                    "-j",
-                    "DROP",
-                ]
+                (self.node, ["INPUT", "-p", "tcp", "--dport", str(self.port), *tag, "-j", "DROP"])
             ]
         specs = []
+        here = self.node.ip(self.cluster.network_name)
         for peer in self.peers:
             ip = peer.ip(self.cluster.network_name)
-            tag = ["-m", "comment", "--comment", _COMMENT]
             if self.inbound:
-                specs.append(["INPUT", "-s", ip, *tag, "-j", "DROP"])
+                specs.append((self.node, ["INPUT", "-s", ip, *tag, "-j", "DROP"]))
             if self.outbound:
-                specs.append(["OUTPUT", "-d", ip, *tag, "-j", "DROP"])
+                specs.append((self.node, ["OUTPUT", "-d", ip, *tag, "-j", "DROP"]))
+            if self.mirror and peer.status() == "running":
+                if self.inbound:
+                    specs.append((peer, ["OUTPUT", "-d", here, *tag, "-j", "DROP"]))
+                if self.outbound:
+                    specs.append((peer, ["INPUT", "-s", here, *tag, "-j", "DROP"]))
         return specs
 
-    def inject(self) -> Cut:
-        for spec in self._rule_specs():
-            result = self.node.exec(["iptables", "-I", *spec])
-            if result.exit_code != 0:
-                self._remove_rules()
-                raise LogforkError(
-                    f"iptables in {self.node.name} refused {' '.join(spec)}: "
-                    f"{result.output.strip()}"
-                )
+    def _install(self, node: Node, spec: list[str]) -> None:
+        result = node.exec(["iptables", "-I", *spec])
+        if result.exit_code != 0:
+            self._remove_rules()
+            raise LogforkError(
+                f"iptables in {node.name} refused {' '.join(spec)}: {result.output.strip()}"
+            )
+        self._incarnations.setdefault(node.name, node.started_at())
+        if node is self.node:
             self.rules.append(spec)
+        else:
+            self.mirrored.append((node, spec))
+
+    def inject(self) -> Cut:
+        for node, spec in self._rule_specs():
+            self._install(node, spec)
+        self._verify_cut()
+        self.cluster.timeline.record(
+            "fault", "cut", cut=self.describe(), rules=len(self.rules) + len(self.mirrored)
+        )
+        return self
+
+    def _verify_cut(self) -> None:
         if self.port is not None:
             self._verify_port_cut()
         # TCP needs packets both ways, so any cut direction shows as a failed handshake.
         for peer in self.peers:
-            if peer.status() == "running" and reachable(self.cluster, self.node, peer):
+            both_up = peer.status() == "running" and self.node.status() == "running"
+            if both_up and reachable(self.cluster, self.node, peer):
                 self._remove_rules()
                 raise NotReached(
                     f"{self.describe()} cut", f"{self.node.name} still reaches {peer.name}"
                 )
-        self.cluster.timeline.record("fault", "cut", cut=self.describe(), rules=len(self.rules))
-        return self
+
+    def restore(self) -> None:
+        """Put back the rules a restarted end lost with its old namespace (a mirrored cut
+        stays in force meanwhile, from the other end), and check the cut again."""
+        if self.healed:
+            return
+        self._forget_lost_rules()
+        have = {(n.name, tuple(spec)) for n, spec in self._held()}
+        missing = [
+            (n, spec)
+            for n, spec in self._rule_specs()
+            if (n.name, tuple(spec)) not in have and n.status() == "running"
+        ]
+        for node, spec in missing:
+            self._incarnations.pop(node.name, None)
+            self._install(node, spec)
+        if missing:
+            self._verify_cut()
+            self.cluster.timeline.record("fault", "cut-restored", cut=self.describe())
 
     def _verify_port_cut(self) -> None:
         probe = next(
@@ -126,19 +157,38 @@ class Cut:
             self._remove_rules()
             raise NotReached(f"{self.describe()} cut", f"{probe.name} still connects")
 
-    def _remove_rules(self) -> list[str]:
-        failed = []
-        if self.node.status() != "running":
-            # A node that was killed meanwhile took its namespace, and the rules, with it;
-            # a restarted one starts with a fresh namespace.
+    def _held(self) -> list[tuple[Node, list[str]]]:
+        return [(self.node, spec) for spec in self.rules] + list(self.mirrored)
+
+    def _lost(self, node: Node) -> bool:
+        """Whether the node's rules went with it: it is not running, or it runs in a new
+        namespace (it was restarted since they were installed)."""
+        if node.status() != "running":
+            return True
+        return node.started_at() != self._incarnations.get(node.name)
+
+    def _forget_lost_rules(self) -> None:
+        lost = {n.name for n, _ in self._held() if self._lost(n)}
+        if self.node.name in lost:
             self.rules.clear()
-            return failed
-        for spec in list(self.rules):
-            result = self.node.exec(["iptables", "-D", *spec])
+        self.mirrored = [(n, spec) for n, spec in self.mirrored if n.name not in lost]
+        for name in lost:
+            self._incarnations.pop(name, None)
+
+    def _remove_rules(self) -> list[str]:
+        # A node that was killed took its namespace, and the rules, with it; a restarted
+        # one starts with a fresh namespace.
+        self._forget_lost_rules()
+        failed = []
+        for node, spec in self._held():
+            result = node.exec(["iptables", "-D", *spec])
             if result.exit_code == 0:
-                self.rules.remove(spec)
+                if node is self.node:
+                    self.rules.remove(spec)
+                else:
+                    self.mirrored.remove((node, spec))
             else:
-                failed.append(f"{' '.join(spec)}: {result.output.strip()}")
+                failed.append(f"{node.name}: {' '.join(spec)}: {result.output.strip()}")
         return failed
 
     def heal(self) -> None:
@@ -146,7 +196,7 @@ class Cut:
             return
         failed = self._remove_rules()
         if failed:
-            raise LogforkError(f"could not remove rules in {self.node.name}: {'; '.join(failed)}")
+            raise LogforkError(f"could not remove iptables rules: {'; '.join(failed)}")
         self.healed = True
         for peer in self.peers:
             both_up = peer.status() == "running" and self.node.status() == "running"
@@ -169,20 +219,24 @@ def partition(
     b: Node | list[Node],
     *,
     one_way: bool = False,
+    mirror: bool = False,
 ) -> Cut:
-    """Cut a from b. Both directions by default; `one_way` drops only what b sends to a."""
+    """Cut a from b. Both directions by default; `one_way` drops only what b sends to a.
+    `mirror`: the rules also go into b's namespace, so the cut survives a restart of a."""
     peers = b if isinstance(b, list) else [b]
-    return Cut(cluster, a, peers, inbound=True, outbound=not one_way).inject()
+    return Cut(cluster, a, peers, inbound=True, outbound=not one_way, mirror=mirror).inject()
 
 
 def isolate(
     cluster: Cluster,
     node: Node,
     from_: list[Node] | None = None,
+    *,
+    mirror: bool = False,
 ) -> Cut:
     """Cut a node from the given nodes (default: every other node of the cluster)."""
     peers = from_ if from_ is not None else [n for n in cluster.nodes.values() if n is not node]
-    return Cut(cluster, node, peers, inbound=True, outbound=True).inject()
+    return Cut(cluster, node, peers, inbound=True, outbound=True, mirror=mirror).inject()
 
 
 def cut_clients(cluster: Cluster, node: Node) -> Cut:

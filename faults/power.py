@@ -96,13 +96,19 @@ def power_loss(
     *,
     cut_at: dict[tuple[str, int], int] | None = None,
     topics: set[str] | None = None,
+    lose: int | None = None,
 ) -> dict[tuple[str, int], Loss]:
-    """Kill the node and cut each partition after its recovery point (or at `cut_at`)."""
+    """Kill the node and cut each partition after its recovery point (or at `cut_at`).
+    `lose`: drop only the last `lose` batches, never below the recovery point."""
     process.kill(cluster, node)
     points = read_offset_checkpoint(node.data_dir / RECOVERY_POINT)
     losses: dict[tuple[str, int], Loss] = {}
     for tp, pdir in _partition_dirs(node.data_dir, topics).items():
         target = (cut_at or {}).get(tp, points.get(tp, 0))
+        if lose is not None and tp not in (cut_at or {}):
+            batches = scan_partition(pdir).batches
+            last_kept = batches[-lose].base_offset if lose <= len(batches) else 0
+            target = max(target, last_kept)
         before, after, dropped = truncate_partition(pdir, target)
         losses[tp] = Loss(tp[0], tp[1], target, before, after, dropped)
     _lower_recovery_points(node.data_dir, {tp: loss.end_after for tp, loss in losses.items()})

@@ -34,8 +34,10 @@ def kill(cluster: Cluster, node: Node, *, signal: str = "SIGKILL") -> None:
     )
 
 
-def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0) -> None:
-    """Start a stopped node again on its own data dirs and wait until it serves.
+def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0, serving: bool = True) -> None:
+    """Start a stopped node again on its own data dirs and wait until it serves
+    (`serving=False`: until it registers; a ZooKeeper-mode broker the controller cannot
+    reach never learns the cluster's metadata, so it cannot serve).
 
     A SIGKILLed ZooKeeper-mode broker leaves its ephemeral registration behind until its
     session expires, and a broker that starts meanwhile fails to register and shuts down;
@@ -66,14 +68,15 @@ def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0) -> None:
                 abort=dead,
             )
         # Registered is not serving: the broker answers a metadata request listing itself.
-        wait_until(
-            lambda: set(cluster.admin(only=node.node_id).list_topics(timeout=5).brokers),
-            lambda ids: node.node_id in ids,
-            what=f"broker {node.node_id} serving again after restart",
-            timeout=timeout,
-            describe=sorted,
-            abort=dead,
-        )
+        if serving:
+            wait_until(
+                lambda: set(cluster.admin(only=node.node_id).list_topics(timeout=5).brokers),
+                lambda ids: node.node_id in ids,
+                what=f"broker {node.node_id} serving again after restart",
+                timeout=timeout,
+                describe=sorted,
+                abort=dead,
+            )
         wait_until(
             cluster.registered_brokers,
             lambda ids: node.node_id in ids,

@@ -55,7 +55,9 @@ def hold_back(
     leader: Node,
     *,
     partition: int = 0,
+    mirror: bool = False,
 ) -> HoldBack:
+    """`mirror`: the cut's rules also go into the leader's namespace (faults.network)."""
     state = partition_state(cluster, topic, partition)
     if state.leader != leader.node_id or follower.node_id not in state.isr:
         raise NotReached(
@@ -63,6 +65,6 @@ def hold_back(
             f"{follower.node_id} in the ISR",
             str(state),
         )
-    cut = network.partition(cluster, follower, leader)
+    cut = network.partition(cluster, follower, leader, mirror=mirror)
     cluster.timeline.record("fault", "hold-back", follower=follower.name, leader=leader.name)
     return HoldBack(cluster, topic, partition, follower, cut)

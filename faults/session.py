@@ -60,46 +60,72 @@ class Expiry:
         self.heal()
 
 
-def expire_session(cluster: Cluster, broker: Node, *, timeout: float = 120.0) -> Expiry:
+def await_loss(
+    cluster: Cluster,
+    broker_id: int,
+    before: dict[tuple[str, int], PartitionState],
+    what: str,
+    *,
+    timeout: float = 120.0,
+) -> dict[tuple[str, int], int]:
+    """Wait until the cluster has lost the broker (its session expired, or it was fenced)
+    and the controller acted on every partition of `before` (their states when the broker
+    was still there); returns each partition's leader then. Raises WaitTimeout."""
+    wait_until(
+        cluster.registered_brokers,
+        lambda ids: broker_id not in ids,
+        what=what,
+        timeout=timeout,
+        describe=sorted,
+    )
+    if cluster.mode == "zk" and not cluster.registered_brokers():
+        # No broker holds a session any more, so none can be the controller: nobody acts.
+        return {tp: old.leader for tp, old in before.items()}
+    # The controller acts on the loss: partitions the broker led get another leader;
+    # where it followed, ZooKeeper mode shows the controller's write as a new state
+    # version (the leader may add a still-fetching follower straight back to the ISR),
+    # and KRaft keeps a fenced broker out of every ISR (KIP-841).
+    moved = {}
+    for tp, old in before.items():
+
+        def acted(s: PartitionState, old: PartitionState = old) -> bool:
+            if old.leader == broker_id:
+                return s.leader != broker_id
+            if cluster.mode == "zk":
+                return (s.version or 0) > (old.version or 0)
+            return broker_id not in s.isr
+
+        state = wait_until(
+            lambda t=tp: partition_state(cluster, *t),
+            acted,
+            what=f"the controller to act on {tp[0]}-{tp[1]} after losing broker {broker_id}",
+            timeout=timeout,
+            describe=str,
+        )
+        moved[tp] = state.leader
+    return moved
+
+
+def states_in_isr(cluster: Cluster, broker_id: int) -> dict[tuple[str, int], PartitionState]:
+    """The states of the partitions whose ISR includes the broker, as they are now."""
+    return {tp: partition_state(cluster, *tp) for tp in partitions_in_isr(cluster, broker_id)}
+
+
+def expire_session(
+    cluster: Cluster, broker: Node, *, timeout: float = 120.0, mirror: bool = False
+) -> Expiry:
+    """`mirror`: the cut's rules also go into the quorum's namespaces (faults.network)."""
     broker_id = broker.node_id
     assert broker_id is not None
-    before = {tp: partition_state(cluster, *tp) for tp in partitions_in_isr(cluster, broker_id)}
+    before = states_in_isr(cluster, broker_id)
     if cluster.mode == "zk":
-        cut = network.isolate(cluster, broker, [cluster.zookeeper])
+        cut = network.isolate(cluster, broker, [cluster.zookeeper], mirror=mirror)
         what = f"ZooKeeper to expire broker {broker_id}'s session (/brokers/ids/{broker_id} gone)"
     else:
-        cut = network.isolate(cluster, broker, cluster.controllers)
+        cut = network.isolate(cluster, broker, cluster.controllers, mirror=mirror)
         what = f"the controller to fence broker {broker_id}"
     try:
-        wait_until(
-            cluster.registered_brokers,
-            lambda ids: broker_id not in ids,
-            what=what,
-            timeout=timeout,
-            describe=sorted,
-        )
-        # The controller acts on the loss: partitions the broker led get another leader;
-        # where it followed, ZooKeeper mode shows the controller's write as a new state
-        # version (the leader may add a still-fetching follower straight back to the ISR),
-        # and KRaft keeps a fenced broker out of every ISR (KIP-841).
-        moved = {}
-        for tp, old in before.items():
-
-            def acted(s: PartitionState, old: PartitionState = old) -> bool:
-                if old.leader == broker_id:
-                    return s.leader != broker_id
-                if cluster.mode == "zk":
-                    return (s.version or 0) > (old.version or 0)
-                return broker_id not in s.isr
-
-            state = wait_until(
-                lambda t=tp: partition_state(cluster, *t),
-                acted,
-                what=f"the controller to act on {tp[0]}-{tp[1]} after losing broker {broker_id}",
-                timeout=timeout,
-                describe=str,
-            )
-            moved[tp] = state.leader
+        moved = await_loss(cluster, broker_id, before, what, timeout=timeout)
     except WaitTimeout as exc:
         cut.heal()
         raise NotReached(exc.what, str(exc.last)) from None

@@ -109,7 +109,7 @@ def partitions(cluster: Cluster) -> list[tuple[str, int]]:
             for p in zk.get_children(f"/brokers/topics/{t}/partitions")
         )
     log = kraft.metadata_log(cluster.controllers)
-    return sorted(tp for tp in log.partitions() if not tp[0].startswith("__"))
+    return sorted(tp for tp in log.live_partitions() if not tp[0].startswith("__"))
 
 
 def assignment(cluster: Cluster, topic: str, partition: int = 0) -> list[int]:

@@ -20,6 +20,7 @@ class EventKind(StrEnum):
     STATE = "state"  # an observed partition state
     PHASE = "phase"  # the start of a scenario phase (boot, faults, convergence, check)
     NOTE = "note"  # anything else worth keeping: batches written, the model's prediction, ...
+    STEP = "step"  # a schedule's step: done, skipped (with what was observed) or rejected
 
 
 @dataclass

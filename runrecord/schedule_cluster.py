@@ -142,7 +142,9 @@ def _load_topic_config(value: Any, path: str, problems: Problems, rf: int | None
     return TopicConfig(**kwargs)
 
 
-def _load_broker_config(value: Any, path: str, problems: Problems, mode: str) -> BrokerConfig:
+def _load_broker_config(
+    value: Any, path: str, problems: Problems, mode: str, *, node: bool = False
+) -> BrokerConfig:
     obj = an_object(value, path, problems)
     if obj is None:
         return BrokerConfig()
@@ -150,7 +152,15 @@ def _load_broker_config(value: Any, path: str, problems: Problems, mode: str) ->
     other = session_key("zk" if mode == "kraft" else "kraft")
     kwargs: dict[str, Any] = {}
     for key, item in obj.items():
-        if key == other:
+        if node and mode == "kraft" and key == session_key(mode):
+            # The active controller fences every broker after its own
+            # broker.session.timeout.ms: KRaft has no per-broker session timeout.
+            problems.add(
+                f"{path}.{key}",
+                "KRaft has one session timeout for every broker (the controller's): set it in "
+                "cluster.broker_config",
+            )
+        elif key == other:
             problems.add(
                 f"{path}.{key}",
                 f"a {'KRaft' if mode == 'zk' else 'ZooKeeper-mode'} setting, but the cluster's "
@@ -240,7 +250,7 @@ def load_cluster(value: Any, problems: Problems) -> Cluster | None:
         if not (key.isdigit() and 1 <= int(key) <= brokers):
             problems.add(where, f"keys must be broker ids from 1 to {brokers}")
             continue
-        nodes[int(key)] = _load_broker_config(item, where, problems, mode)
+        nodes[int(key)] = _load_broker_config(item, where, problems, mode, node=True)
     if len(problems.items) > before:
         return None
     return Cluster(

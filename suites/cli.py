@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from fixtures.cleanup import Terminated
 from fixtures.errors import LogforkError
@@ -114,6 +115,19 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_command(sub: Any, name: str, module: Any) -> argparse.ArgumentParser:
+    """A command whose module has HELP, a docstring, add_arguments and main."""
+    p = sub.add_parser(
+        name,
+        help=module.HELP,
+        description=module.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    module.add_arguments(p)
+    p.set_defaults(func=module.main)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logfork",
@@ -198,16 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=flakes.main)
 
     from suites import atlas_cli, bisect_cli
+    from suites.explore import explore_cli, replay_cli
 
-    for name, command in (("bisect", bisect_cli), ("atlas", atlas_cli)):
-        p = sub.add_parser(
-            name,
-            help=command.HELP,
-            description=command.__doc__,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        command.add_arguments(p)
-        p.set_defaults(func=command.main)
+    _add_command(sub, "bisect", bisect_cli)
+    _add_command(sub, "atlas", atlas_cli)
+    _add_target(_add_command(sub, "replay", replay_cli))
+    _add_target(_add_command(sub, "explore", explore_cli))
 
     p = sub.add_parser("clean", help="remove containers and networks of runs that are gone")
     p.add_argument("--all", action="store_true", help="also remove those of runs still in progress")

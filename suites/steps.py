@@ -7,6 +7,7 @@ a step that finds anything else raises NotReached naming what it expected and ob
 
 from __future__ import annotations
 
+import copy
 import re
 import secrets
 import time
@@ -44,7 +45,7 @@ def controller_apart(kafka: str, mode: str, **spec: Any) -> ClusterSpec:
     )
 
 
-def produce_batch(
+def write_batch(
     ctx: RunContext,
     topic: str,
     count: int,
@@ -53,31 +54,28 @@ def produce_batch(
     acks: str,
     partition: int = 0,
     timeout: float = 60.0,
+    request_timeout: float | None = None,
 ) -> list[Send]:
-    """Write exactly one batch of `count` records through broker `to`, the leader as that
-    broker sees it. A fresh producer bootstrapped from that broker alone is a client whose
-    metadata comes from it, as a client of a zombie leader's would."""
-    # The client asks `to` for metadata first; until `to` itself believes it leads, that
-    # client would be sent elsewhere (to a zombie leader, say, which would accept it).
-    cluster = ctx.cluster
-    wait_until(
-        lambda: cluster.partition_metadata(topic, partition, only=to).leader,
-        lambda leader: leader == to,
-        what=f"broker {to} to see itself as leader of {topic}-{partition}",
-        timeout=30,
-    )
+    """Send exactly one batch of `count` records through broker `to` and return the sends,
+    acknowledged or not. A fresh producer bootstrapped from that broker alone is a client
+    whose metadata comes from it, as a client of a zombie leader's would. With
+    `request_timeout` the broker answers within it (an acks=all write the ISR does not
+    complete times out) and the batch is never sent twice."""
     tag = secrets.token_hex(4)  # distinct contents, hence distinct CRCs, per batch
-    producer = Producer(
-        {
-            **ctx.cluster.client_config(only=to),
-            "acks": acks,
-            "enable.idempotence": False,
-            "max.in.flight.requests.per.connection": 1,
-            "linger.ms": 2000,  # keep every record in one batch until flush()
-            "batch.num.messages": max(count, 1),
-            "message.timeout.ms": int(timeout * 1000),
-        }
-    )
+    conf: dict[str, Any] = {
+        **ctx.cluster.client_config(only=to),
+        "acks": acks,
+        "enable.idempotence": False,
+        "max.in.flight.requests.per.connection": 1,
+        "linger.ms": 2000,  # keep every record in one batch until flush()
+        "batch.num.messages": max(count, 1),
+        "message.timeout.ms": int(timeout * 1000),
+    }
+    if request_timeout is not None:
+        # A retried request would append the batch a second time.
+        conf.update({"request.timeout.ms": int(request_timeout * 1000), "retries": 0})
+        conf["message.timeout.ms"] = int(request_timeout * 1000) + 5000
+    producer = Producer(conf)
     sends: list[Send] = []
     for i in range(count):
         value = f"{topic}-{tag}-{i}"
@@ -91,6 +89,31 @@ def produce_batch(
             on_delivery=delivery(ctx.history, send),
         )
     producer.flush(timeout)
+    return sends
+
+
+def produce_batch(
+    ctx: RunContext,
+    topic: str,
+    count: int,
+    *,
+    to: int,
+    acks: str,
+    partition: int = 0,
+    timeout: float = 60.0,
+) -> list[Send]:
+    """Write exactly one batch of `count` records through broker `to`, the leader as that
+    broker sees it (`write_batch`); not reached unless it is acknowledged whole."""
+    # The client asks `to` for metadata first; until `to` itself believes it leads, that
+    # client would be sent elsewhere (to a zombie leader, say, which would accept it).
+    cluster = ctx.cluster
+    wait_until(
+        lambda: cluster.partition_metadata(topic, partition, only=to).leader,
+        lambda leader: leader == to,
+        what=f"broker {to} to see itself as leader of {topic}-{partition}",
+        timeout=30,
+    )
+    sends = write_batch(ctx, topic, count, to=to, acks=acks, partition=partition, timeout=timeout)
     failed = [s for s in sends if not s.ok]
     offsets = [s.offset for s in sends if s.ok]
     if failed or offsets != list(range(offsets[0], offsets[0] + count)):
@@ -173,12 +196,15 @@ def await_log_line(node, match, *, since: int, what: str, timeout: float = 60.0)
 
 # Log lines that mean a follower's replication of a partition stopped for good (until
 # someone intervenes): the fetcher thread died (before 2.3) or marked the partition failed
-# (KIP-461, 2.3+). The first is KAFKA-6361's n < 20 case.
+# (KIP-461, 2.3+). The first is KAFKA-6361's n < 20 case. The last: a follower whose log
+# ends past its leader's, where the topic forbids unclean elections, halts the broker
+# before 2.0 rather than truncate (ReplicaFetcherThread.handleOffsetOutOfRange).
 STUCK_MARKS = (
     "UnexpectedAppendOffsetException",
     "Error processing data for partition",
     "marked as failed",
     "Out of order offsets",
+    "because log truncation is not allowed",
 )
 
 
@@ -192,26 +218,45 @@ MARKED_FAILED = "marked as failed"
 RESTARTED = re.compile(r"Added fetcher|^(?!.*Follower ).*starts at leader epoch", re.IGNORECASE)
 
 
-def stuck_line(lines: Iterable[str], topic: str) -> str | None:
-    """The log line that stopped a follower's replication of `topic` for good, if any."""
-    marked = None
+def _names(topic: str) -> re.Pattern[str]:
+    """A partition of `topic` named in a log line (`topic-3`; before 1.0 some lines name
+    the topic alone: `for topic t,`), and not a topic whose name merely starts or ends the
+    same way."""
+    return re.compile(rf"(?<![\w.-]){re.escape(topic)}(?:-(\d+)\b|(?=[,\s]))")
+
+
+def stuck_line(lines: Iterable[str], topic: str | None) -> tuple[int, str] | None:
+    """(partition, line) of the first sign in `lines` that replication of a partition of
+    `topic` (None: of any) stopped for good; partition -1: the line names no partition."""
+    names = _names(topic) if topic is not None else None
+    marked: dict[int, str] = {}
     for line in lines:
-        if topic not in line:
+        found = list(names.finditer(line)) if names is not None else []
+        if names is not None and not found:
             continue
+        partitions = [int(m.group(1)) for m in found if m.group(1) is not None] or [-1]
         if any(mark in line for mark in STUCK_MARKS if mark != MARKED_FAILED):
-            return line.strip()[:400]
+            return partitions[0], line.strip()[:400]
         if MARKED_FAILED in line:
-            marked = marked or line.strip()[:400]
+            marked.setdefault(partitions[0], line.strip()[:400])
         elif RESTARTED.search(line):
-            marked = None
-    return marked
+            for p in partitions if names is not None else list(marked):
+                marked.pop(p, None)
+    return next(iter(marked.items()), None)
 
 
-def stuck_follower(cluster: Cluster, broker_id: int, topic: str) -> str | None:
+def stuck_follower(
+    cluster: Cluster, broker_id: int, topic: str | None, *, since: int = 0
+) -> tuple[int, str] | None:
+    """(partition, log line) of the first sign, in the broker's log from byte `since` on,
+    that its replication of a partition of `topic` (None: of any) stopped for good."""
     log = cluster.broker(broker_id).log_file
     if not log.is_file():
         return None
-    return stuck_line(log.read_text(errors="replace").splitlines(), topic)
+    with log.open("rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    return stuck_line(text.splitlines(), topic)
 
 
 @dataclass
@@ -219,8 +264,11 @@ class Convergence:
     converged: bool
     seconds: float
     stuck: dict[int, str] = field(default_factory=dict)  # broker -> the log line
-    isr: tuple[int, ...] = ()
-    log_end_offsets: dict[int, int] = field(default_factory=dict)
+    isr: tuple[int, ...] = ()  # partition 0's
+    log_end_offsets: dict[int, int] = field(default_factory=dict)  # partition 0's
+    stuck_partitions: dict[int, int] = field(default_factory=dict)  # broker -> partition
+    partitions: dict[int, dict[str, Any]] = field(default_factory=dict)  # isr, leos
+    stalled: bool = False  # nothing changed for the stall time before convergence
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -228,30 +276,62 @@ class Convergence:
             "stuck": self.stuck,
             "isr": list(self.isr),
             "log_end_offsets": self.log_end_offsets,
+            "stuck_partitions": self.stuck_partitions,
+            "partitions": self.partitions,
+            "stalled": self.stalled,
+            "seconds": round(self.seconds, 1),
         }
 
 
 def converge(
-    ctx: RunContext, topic: str, replicas: list[int], *, timeout: float = 90.0
+    ctx: RunContext,
+    topic: str,
+    replicas: list[int],
+    *,
+    timeout: float = 90.0,
+    partitions: tuple[int, ...] = (0,),
+    since: dict[int, int] | None = None,
+    stall: float | None = None,
+    stop_on_stuck: bool = True,
 ) -> Convergence:
-    """Give the cluster time to converge: every replica in the ISR with equal log end
-    offsets. Returns early when a follower's replication has stopped for good."""
+    """Give the cluster time to converge: every replica of each partition in its ISR with
+    equal log end offsets. Returns early when a follower's replication has stopped for good
+    (its log says so, from byte `since` of each broker's log on; `stop_on_stuck=False`:
+    noted only, since from 2.3 a partition marked failed resumes with its next leader
+    change, KIP-461), or when `stall` seconds passed with no ISR or log end offset
+    changing."""
     ctx.timeline.phase("convergence")
     cluster = ctx.cluster
     started = time.monotonic()
+    changed, last = started, None
     result = Convergence(False, 0.0)
     while time.monotonic() - started < timeout:
-        result.stuck = {b: line for b in replicas if (line := stuck_follower(cluster, b, topic))}
-        try:
-            result.isr = partition_state(cluster, topic).isr
-        except Exception:  # noqa: BLE001 - a controller failing over; look again
-            result.isr = ()
-        result.log_end_offsets = {b: replica(cluster, b, topic).leo for b in replicas}
-        same_end = len(set(result.log_end_offsets.values())) == 1
-        if sorted(result.isr) == sorted(replicas) and same_end:
+        for b in replicas:
+            found = stuck_follower(cluster, b, topic, since=(since or {}).get(b, 0))
+            if found is not None:
+                result.stuck_partitions[b], result.stuck[b] = found
+        for p in partitions:
+            try:
+                isr = partition_state(cluster, topic, p).isr
+            except Exception:  # noqa: BLE001 - a controller failing over; look again
+                isr = ()
+            leos = {b: replica(cluster, b, topic, p).leo for b in replicas}
+            result.partitions[p] = {"isr": list(isr), "leos": leos}
+        first = result.partitions[partitions[0]]
+        result.isr, result.log_end_offsets = tuple(first["isr"]), first["leos"]
+        if all(
+            sorted(v["isr"]) == sorted(replicas) and len(set(v["leos"].values())) == 1
+            for v in result.partitions.values()
+        ):
             result.converged = True
             break
-        if result.stuck:
+        if result.stuck and stop_on_stuck:
+            break
+        now = time.monotonic()
+        if result.partitions != last:
+            changed, last = now, copy.deepcopy(result.partitions)
+        elif stall is not None and now - changed >= stall:
+            result.stalled = True
             break
         time.sleep(0.5)
     result.seconds = time.monotonic() - started
@@ -262,6 +342,8 @@ def converge(
         stuck=result.stuck,
         isr=list(result.isr),
         leos=result.log_end_offsets,
+        partitions=result.partitions,
+        stalled=result.stalled,
     )
     return result
 

@@ -10,6 +10,7 @@ SIGTERM, what CI timeouts and orchestrators send, must end a run as SIGINT does:
 one line, exit 143.
 """
 
+import json
 import os
 import random
 import signal
@@ -51,6 +52,19 @@ def _logfork_run(kafka_target, out, **popen) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "suites.cli", *command], **popen)
 
 
+def _signal_when(
+    proc: subprocess.Popen, probe, ok, what: str, sig: int, timeout: float = 180
+) -> tuple[str, str]:
+    """Send `sig` once `probe` satisfies `ok`; the process's output once it has ended."""
+    try:
+        wait_until(probe, ok, what=what, timeout=timeout)
+        proc.send_signal(sig)
+        return proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 @pytest.mark.cluster
 def test_sigterm_ends_like_sigint(kafka_target, tmp_path):
     client = engine.client()
@@ -60,19 +74,14 @@ def test_sigterm_ends_like_sigint(kafka_target, tmp_path):
         kafka_target, out, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     owner = f"{socket.gethostname()}:{proc.pid}"
-    try:
-        # Terminate while the cluster is up: its containers exist and must all go.
-        wait_until(
-            lambda: client.containers.list(filters={"label": f"{cleanup.LABEL_OWNER}={owner}"}),
-            lambda running: len(running) >= 3,
-            what="the run's brokers to be running",
-            timeout=180,
-        )
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # Terminate while the cluster is up: its containers exist and must all go.
+    _, err = _signal_when(
+        proc,
+        lambda: client.containers.list(filters={"label": f"{cleanup.LABEL_OWNER}={owner}"}),
+        lambda running: len(running) >= 3,
+        "the run's brokers to be running",
+        signal.SIGTERM,
+    )
     assert proc.returncode == 143, err
     assert err.strip().splitlines() == [
         "logfork: terminated (SIGTERM); the cluster was torn down"
@@ -113,3 +122,37 @@ def test_interrupted_runs_leave_nothing(kafka_target, tmp_path):
         assert left == [], f"run {i} (SIGINT at {point:.1f}s, exit {proc.returncode}) left {left}"
     # Most runs must really have been interrupted, not finished before the signal.
     assert codes.count(130) >= RUNS // 2, codes
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_interrupted_explore_leaves_nothing_and_says_what_it_found(kafka_target, tmp_path):
+    client = engine.client()
+    volumes_before = {v.name for v in client.volumes.list()}
+    out = tmp_path / "explore"
+    command = ["explore", "--kafka-version", kafka_target.kafka, "--kafka-mode", kafka_target.mode]
+    command += ["--seed", "1", "--budget", "3", "--unclean", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "suites.cli", *command],
+        preexec_fn=_restore_sigint,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Interrupt during the second schedule: a topic, cuts and a background workload live.
+    stdout, err = _signal_when(
+        proc,
+        lambda: (out / "runs").is_dir() and len(list((out / "runs").iterdir())),
+        lambda n: n >= 2,
+        "the second schedule to start",
+        signal.SIGINT,
+        timeout=600,
+    )
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "interrupted" in stdout.splitlines()[-1], stdout
+    assert "replay: logfork replay" in stdout or "nothing found so far" in stdout
+    record = json.loads((out / "explore.json").read_text())
+    assert record["interrupted"] and len(record["schedules"]) >= 1
+    owner = f"{socket.gethostname()}:{proc.pid}"
+    assert leftovers(client, volumes_before, str(out), owner) == []

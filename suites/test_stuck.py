@@ -21,7 +21,7 @@ FENCED_THEN_RESTARTED = [
     "[2026-11-22 18:00:15,410] INFO [ReplicaFetcherManager on broker 1] Added fetcher to "
     "broker 2 for partitions HashMap(kip279-0 -> InitialFetchState(...,2,21))",
 ]
-MARKED = FENCED_THEN_RESTARTED[2]
+MARKED = (0, FENCED_THEN_RESTARTED[2].strip())
 
 # Kafka 1.1.1: the fetcher thread dies on KAFKA-6361's out-of-order offsets (n < 20).
 THREAD_DIED = [
@@ -38,10 +38,10 @@ def test_a_partition_marked_failed_then_restarted_is_not_stuck():
     assert stuck_line(FENCED_THEN_RESTARTED[:3], "kip279") == MARKED
     # A follower line alone does not restart fetching; the fetcher that follows it does.
     assert stuck_line([*FENCED_THEN_RESTARTED[:3], FENCED_THEN_RESTARTED[4]], "kip279") == MARKED
-    assert stuck_line([*FENCED_THEN_RESTARTED, MARKED], "kip279") == MARKED
+    assert stuck_line([*FENCED_THEN_RESTARTED, MARKED[1]], "kip279") == MARKED
 
 
 def test_a_dead_fetcher_thread_is_stuck_whatever_follows():
-    assert stuck_line(THREAD_DIED, "kip279") == THREAD_DIED[1]
-    assert stuck_line([*THREAD_DIED, THREAD_DIED[0]], "kip279") == THREAD_DIED[1]
+    assert stuck_line(THREAD_DIED, "kip279") == (0, THREAD_DIED[1].strip())
+    assert stuck_line([*THREAD_DIED, THREAD_DIED[0]], "kip279") == (0, THREAD_DIED[1].strip())
     assert stuck_line(THREAD_DIED, "other-topic") is None

@@ -173,3 +173,60 @@ def read_partition(
         return ReadLog(records, log_start=low, log_end=high)
     finally:
         consumer.close()
+
+
+class Background:
+    """Numbered writes to one partition while a schedule runs, acks=all and acks=1 apart
+    (a producer each), every send in the history, until `stop`."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        history: History,
+        topic: str,
+        *,
+        partition: int = 1,
+        rate: float = 10.0,  # writes per second and producer
+    ) -> None:
+        self.topic, self.partition, self.interval = topic, partition, 1.0 / rate
+        # Not idempotent: after the truncations and unclean elections a schedule causes, an
+        # idempotent producer ends in a fatal error (UNKNOWN_PRODUCER_ID, OutOfOrderSequence)
+        # and writes nothing more. A retried write may then land twice; the invariants judge
+        # loss, which duplicates do not hide.
+        self.producers = {
+            acks: HistoryProducer(cluster, history, acks=acks, **{"enable.idempotence": False})
+            for acks in ("all", "1")
+        }
+        self.sent = dict.fromkeys(self.producers, 0)
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"bg-{topic}")
+
+    def start(self) -> Background:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.wait(self.interval):
+            for acks, producer in self.producers.items():
+                value = f"{self.topic}-{acks}-{n:07d}"
+                try:
+                    producer.produce(self.topic, value, partition=self.partition)
+                    self.sent[acks] += 1
+                except Exception as exc:  # noqa: BLE001 - a fatal producer error: keep the rest
+                    if len(self.errors) < 10:
+                        self.errors.append(f"acks={acks}: {exc}")
+            n += 1
+
+    def stop(self, timeout: float = 30.0) -> dict[str, int]:
+        """Stop writing; wait up to `timeout` for the writes in flight to complete (those
+        that do not are in no history: neither acknowledged nor failed)."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        for acks, producer in self.producers.items():
+            try:
+                producer.close(timeout)
+            except Exception as exc:  # noqa: BLE001 - a fatal producer error, raised on flush
+                self.errors.append(f"acks={acks}: {exc}")
+        return dict(self.sent)

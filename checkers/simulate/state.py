@@ -61,7 +61,8 @@ class Replica:
     epochs: EpochStarts = field(default_factory=list)  # the leader epoch cache
     hw: int = 0
     hw_checkpoint: int = 0  # replication-offset-checkpoint
-    flushed: int = 0  # everything below is on disk (the recovery point)
+    flushed: int = 0  # everything below is on disk (the checkpointed recovery point)
+    recovered: int = 0  # the recovery point in memory after a restart, not yet checkpointed
     role: str | None = None  # LEADER or FOLLOWER, as this broker believes
     leader: int | None = None  # the leader it follows
     epoch: int = -1  # the leader epoch it knows
@@ -321,12 +322,16 @@ class SimState:
         if r is not None:
             # Log recovery: the end is where the last whole batch on disk ends; epoch cache
             # entries past it go (KIP-101 "Unclean Shutdown"); the high watermark comes
-            # back from its checkpoint, no higher than the log end; the recovered log is
-            # the new recovery point.
+            # back from its checkpoint, no higher than the log end. The recovered log is the
+            # new recovery point in memory, but recovery-point-offset-checkpoint is written
+            # only by the log manager's periodic task (log.flush.offset.checkpoint.interval.ms,
+            # 60 s, the first 30 s after start): until then a power loss falls back to the
+            # old point (faults/power.py reads the file).
             r.leo = r.batches[-1].last + 1 if r.batches else 0
             r.epochs = [(e, s) for e, s in r.epochs if s < r.leo]
             r.hw = min(r.hw_checkpoint, r.leo)
-            r.flushed = r.leo
+            r.flushed = min(r.flushed, r.leo)
+            r.recovered = r.leo
             r.role, r.leader, r.epoch, r.stuck = None, None, -1, None
             r.needs_truncation = True
         self._event(f"broker {b} starts (log end offset {r.leo if r else '-'})")

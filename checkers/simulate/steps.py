@@ -47,16 +47,18 @@ from runrecord.schedule import (
     Step,
     Wait,
 )
+from runrecord.schedule_roles import (
+    Rejected,
+    Skip,
+    View,
+    candidates,
+    cannot_shut_down,
+    pick,
+)
 
-
-class _Skip(Exception):
-    def __init__(self, observed: str) -> None:
-        super().__init__(observed)
-        self.observed = observed
-
-
-class _Rejected(Exception):
-    pass
+# log.flush.offset.checkpoint.interval.ms (Kafka's default): how often a broker writes the
+# recovery points of its logs to recovery-point-offset-checkpoint.
+RECOVERY_CHECKPOINT_SECONDS = 60
 
 
 class Simulator(ControlPlane):
@@ -71,39 +73,24 @@ class Simulator(ControlPlane):
         super().__init__(cluster, protocol, options)
         self.settle()  # the topic is created: its first leader learns it leads
 
-    def _candidates(self, target: Endpoint) -> list[Any]:
-        if isinstance(target, int) and not isinstance(target, bool):
-            return [target]
-        if target == QUORUM:
-            return [QUORUM]
-        role = Role(target)
+    def view(self) -> View:
+        """The cluster as a step's roles are resolved against it."""
         ctl = self.ctl
-        if role is Role.LEADER:
-            return [ctl.leader] if ctl.leader is not None else []
-        if role is Role.FOLLOWER_IN_ISR:
-            return sorted(b for b in ctl.isr if b != ctl.leader)
-        if role is Role.OUT_OF_SYNC:
-            return sorted(b for b in self.assignment if b not in ctl.isr)
-        if role is Role.CONTROLLER:
-            if self.cluster.mode == "kraft":
-                return [QUORUM]
-            ctl_broker = self._controller_broker()
-            return [ctl_broker] if ctl_broker is not None else []
-        return list(self.cluster.broker_ids)
+        controller = None if self.cluster.mode == "kraft" else self._controller_broker()
+        return View(
+            self.cluster.mode,
+            self.cluster.broker_ids,
+            self.assignment,
+            ctl.leader,
+            ctl.isr,
+            controller,
+        )
+
+    def _candidates(self, target: Endpoint) -> list[Any]:
+        return candidates(target, self.view())
 
     def _pick(self, target: Endpoint, ok: Callable[[Any], str | None], what: str) -> Any:
-        """The first candidate of `target` (lowest id) that `ok` accepts (returns None for);
-        else skip, saying why each candidate did not fit."""
-        candidates = self._candidates(target)
-        if not candidates:
-            raise _Skip(f"no {target} to {what}")
-        reasons = []
-        for c in candidates:
-            why = ok(c)
-            if why is None:
-                return c
-            reasons.append(why)
-        raise _Skip("; ".join(reasons))
+        return pick(target, self.view(), ok, what)
 
     def _status_is(self, status: str) -> Callable[[Any], str | None]:
         """The precondition that a broker is running (not paused), stopped or paused, for
@@ -128,9 +115,9 @@ class Simulator(ControlPlane):
         handler = getattr(self, "_do_" + type(step).__name__.lower())
         try:
             record.targets = handler(step) or {}
-        except _Skip as skip:
+        except Skip as skip:
             record.status, record.note = "skipped", skip.observed
-        except _Rejected as rejected:
+        except Rejected as rejected:
             record.status, record.note = "rejected", str(rejected)
         record.events = self.events[start:]
         self.records.append(record)
@@ -159,12 +146,12 @@ class Simulator(ControlPlane):
             return None
 
         if step.to == Role.LEADER and self.ctl.leader is None:
-            raise _Skip("the partition has no leader (offline)")
+            raise Skip("the partition has no leader (offline)")
         b = self._pick(step.to, ok, "produce to")
         r = self.replicas[b]
         min_isr = self.cluster.topic_config.min_insync_replicas
         if step.acks == "all" and len(r.isr) < min_isr:
-            raise _Rejected(
+            raise Rejected(
                 f"NOT_ENOUGH_REPLICAS: ISR {r.isr} is below min.insync.replicas={min_isr}; "
                 "nothing written"
             )
@@ -201,7 +188,7 @@ class Simulator(ControlPlane):
     def _do_holdback(self, step: HoldBack) -> dict[str, Any]:
         leader = self.ctl.leader
         if leader is None or not self.alive(leader):
-            raise _Skip("no live leader to hold a follower back from")
+            raise Skip("no live leader to hold a follower back from")
 
         def ok(b: Any) -> str | None:
             if b not in self.ctl.isr or b == leader:
@@ -226,12 +213,12 @@ class Simulator(ControlPlane):
                     self._event(f"link {a} - {b} cut")
                     self.settle()
                     return {"a": a, "b": b}
-        raise _Skip(f"no uncut link between {step.a} and {step.b}")
+        raise Skip(f"no uncut link between {step.a} and {step.b}")
 
     def _do_heal(self, step: Heal) -> dict[str, Any]:
         if step.a is None:
             if not self.cuts:
-                raise _Skip("nothing is cut")
+                raise Skip("nothing is cut")
             healed = sorted(sorted(map(str, c)) for c in self.cuts)
             self.cuts.clear()
             self._event(f"every cut healed ({healed})")
@@ -245,7 +232,7 @@ class Simulator(ControlPlane):
                     self._event(f"link {a} - {b} healed")
                     self.settle()
                     return {"a": a, "b": b}
-        raise _Skip(f"no cut between {step.a} and {step.b}")
+        raise Skip(f"no cut between {step.a} and {step.b}")
 
     def _do_expiresession(self, step: ExpireSession) -> dict[str, Any]:
         def ok(b: Any) -> str | None:
@@ -264,13 +251,13 @@ class Simulator(ControlPlane):
     def _do_electpreferred(self, step: ElectPreferred) -> dict[str, Any]:
         preferred = self.assignment[0]
         if self.ctl.leader == preferred:
-            raise _Skip(f"preferred replica {preferred} already leads")
+            raise Skip(f"preferred replica {preferred} already leads")
         if not self.registered(preferred):
-            raise _Skip(self._describe_broker(preferred))
+            raise Skip(self._describe_broker(preferred))
         if preferred not in self.ctl.isr:
-            raise _Skip(f"preferred replica {preferred} is not in the ISR {self.ctl.isr}")
+            raise Skip(f"preferred replica {preferred} is not in the ISR {self.ctl.isr}")
         if self.cluster.mode == "zk" and self._controller_broker() is None:
-            raise _Skip("no controller")
+            raise Skip("no controller")
         self.ctl.leader = preferred
         self._bump()
         self._note_clean_election()
@@ -281,7 +268,7 @@ class Simulator(ControlPlane):
     def _do_electunclean(self, step: ElectUnclean) -> dict[str, Any]:
         live_isr = [b for b in self.ctl.isr if self.registered(b)]
         if live_isr:
-            raise _Skip(f"ISR member(s) {live_isr} alive: that would be a clean election")
+            raise Skip(f"ISR member(s) {live_isr} alive: that would be a clean election")
 
         def ok(b: Any) -> str | None:
             if b not in self.replicas:
@@ -298,7 +285,14 @@ class Simulator(ControlPlane):
         return {"leader": b}
 
     def _do_kill(self, step: Kill) -> dict[str, Any]:
-        b = self._pick(step.target, self._status_is(RUNNING), "kill")
+        running = self._status_is(RUNNING)
+
+        def ok(b: Any) -> str | None:
+            if running(b) is None and step.signal == "SIGTERM":
+                return cannot_shut_down(b, self._controller_broker(), self.linked)
+            return running(b)
+
+        b = self._pick(step.target, ok, "kill")
         if step.signal == "SIGTERM":
             self._controlled_shutdown(b)
             self.settle()
@@ -309,7 +303,16 @@ class Simulator(ControlPlane):
         return {"broker": b}
 
     def _do_restart(self, step: Restart) -> dict[str, Any]:
-        b = self._pick(step.target, self._status_is(STOPPED), "restart")
+        stopped = self._status_is(STOPPED)
+
+        def ok(b: Any) -> str | None:
+            # A broker cut off from the quorum could not register (a ZooKeeper-mode broker
+            # gives up starting once zookeeper.connection.timeout.ms passes).
+            if stopped(b) is None and not self.linked(b, QUORUM):
+                return f"broker {b} is stopped but cut off from the quorum"
+            return stopped(b)
+
+        b = self._pick(step.target, ok, "restart")
         self._start(b)
         self.settle()
         return {"broker": b}
@@ -353,6 +356,8 @@ class Simulator(ControlPlane):
             interval = self.cluster.checkpoint_interval_ms(b) / 1000
             if self.alive(b) and step.seconds >= interval:
                 r.hw_checkpoint = r.hw
+            if self.alive(b) and step.seconds >= RECOVERY_CHECKPOINT_SECONDS:
+                r.flushed = max(r.flushed, min(r.recovered, r.leo))
         return {}
 
     # -- the end --------------------------------------------------------------------------

@@ -149,6 +149,7 @@ def test_removed_topic(tmp_path: Path) -> None:
     log.write(tmp_path / "m")
     decoded = decode_metadata_log(tmp_path / "m")
     assert decoded.removed_topics == {ORDERS: 2}
+    assert not decoded.live_partitions() and decoded.partitions()
     assert decoded.current("orders", 0) is None and len(decoded.history("orders", 0)) == 1
 
 

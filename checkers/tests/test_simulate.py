@@ -369,6 +369,16 @@ def test_power_loss_keeps_what_was_flushed() -> None:
     assert p.outcome is Fate.CONSISTENT and p.logs[2] == p.logs[1]  # it refetched [2, 4]
 
 
+def test_a_restart_recovers_its_log_but_checkpoints_the_recovery_point_later() -> None:
+    # Broker 2 crashes and restarts with [0, 1] and [2, 4] recovered; its
+    # recovery-point-offset-checkpoint still says 0 until the periodic checkpoint (60 s).
+    crash = (Produce(2), Produce(3), Kill(2), Restart(2))
+    p = simulate(Schedule(TWO, steps=(*crash, PowerLoss(2))), KIP101)
+    assert "step 4: broker 2 loses power; unflushed [0, 1], [2, 4] gone" in p.events
+    p = simulate(Schedule(TWO, steps=(*crash, Wait(60), PowerLoss(2))), KIP101)
+    assert "step 5: broker 2 loses power; unflushed nothing gone" in p.events
+
+
 def test_flush_messages_moves_the_flush_point() -> None:
     flushing = Cluster(brokers=3, replication_factor=2, topic_config=TopicConfig(flush_messages=3))
     steps = (Produce(2), Produce(2), Produce(1), PowerLoss(1))

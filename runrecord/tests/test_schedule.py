@@ -321,3 +321,31 @@ def test_schedule_errors_are_user_errors() -> None:
     assert isinstance(error, LogforkError) and error.exit_code == 2
     assert isinstance(error, RunRecordError)  # a run record that cannot be read
     assert str(error) == "f.json: steps[0].count: must be a positive integer"
+
+
+def test_the_documented_example_is_the_example_file() -> None:
+    """docs/schedules.md shows docs/schedules/kip-279-s1-equal.json, which replays as is."""
+    docs = Path(__file__).parents[2] / "docs"
+    text = (docs / "schedules.md").read_text()
+    shown = text.split("```json\n", 1)[1].split("```", 1)[0]
+    example = docs / "schedules" / "kip-279-s1-equal.json"
+    assert loads(shown) == load_schedule(example)
+    assert dumps(load_schedule(example)) == example.read_text()
+
+
+def test_kraft_has_no_per_broker_session_timeout() -> None:
+    doc = {
+        "format": 1,
+        "cluster": {
+            "mode": "kraft",
+            "replication_factor": 2,
+            "broker_config": {"broker.session.timeout.ms": 6000},
+            "node_config": {"2": {"broker.session.timeout.ms": 3000}},
+        },
+        "steps": [],
+    }
+    with pytest.raises(ScheduleError) as err:
+        parse_schedule(doc)
+    assert "cluster.node_config.2.broker.session.timeout.ms: KRaft has one session" in str(
+        err.value
+    )

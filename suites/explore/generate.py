@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checkers.protocol import Protocol
@@ -89,6 +89,19 @@ class DrawOptions:
     protocol: Protocol = Protocol.KIP_279  # rules the model follows while drawing
     weights: Mapping[str, float] = field(default_factory=lambda: dict(STEP_WEIGHTS))
     moves: Mapping[str, float] = field(default_factory=lambda: dict(MOVE_WEIGHTS))
+    # A fixed cluster shape, so that one running cluster serves every candidate (broker
+    # configs are the cluster's; replicas and topic configs are per topic). None: drawn.
+    controller: int | None = None  # ZooKeeper mode: this broker is the controller
+    lag_ms: int | None = None  # replica.lag.time.max.ms
+
+
+def explore_shape(options: DrawOptions, lag_ms: int = 600000) -> DrawOptions:
+    """The options with the cluster's shape fixed as `logfork explore` runs them: in
+    ZooKeeper mode the controller on the last broker (a replica only at replication factor
+    3), and one replica.lag.time.max.ms (600000 by default: a follower that stops fetching
+    stays in the ISR, KIP-279 scenario 1's precondition)."""
+    controller = options.brokers if options.mode == "zk" else None
+    return replace(options, controller=controller, lag_ms=lag_ms)
 
 
 def choose(rng: random.Random, options: list[tuple[Any, float]]) -> Any:
@@ -104,17 +117,24 @@ def candidate_seed(seed: int, index: int) -> int:
 
 def draw_cluster(rng: random.Random, options: DrawOptions) -> Cluster:
     rf = min(choose(rng, CLUSTER_CHOICES["replication_factor"]), options.brokers)
-    replicas = tuple(rng.sample(range(1, options.brokers + 1), rf))
+    brokers = list(range(1, options.brokers + 1))
+    fixed = options.controller if options.mode == "zk" else None
+    if fixed is not None and rf < options.brokers:
+        brokers.remove(fixed)  # the fixed controller holds no replica while one can be spared
+    replicas = tuple(rng.sample(brokers, rf))
     spare = [b for b in range(1, options.brokers + 1) if b not in replicas]
     min_isr = min(choose(rng, CLUSTER_CHOICES["min.insync.replicas"]), rf)
     lag = choose(rng, CLUSTER_CHOICES["replica.lag.time.max.ms"])
+    if options.lag_ms is not None:
+        lag = options.lag_ms
+    controller = fixed if fixed is not None else (spare[0] if spare else None)
     return Cluster(
         mode=options.mode,
         brokers=options.brokers,
         replication_factor=rf,
         replicas=replicas,
         # As the scenarios do: the controller on a broker that holds no replica, if any.
-        controller=(spare[0] if spare else None) if options.mode == "zk" else None,
+        controller=controller if options.mode == "zk" else None,
         topic_config=TopicConfig(min_isr, options.unclean),
         broker_config=BrokerConfig(replica_lag_time_max_ms=lag, session_timeout_ms=SESSION_MS),
     )

@@ -59,6 +59,7 @@ ROLE_ORDER: tuple[Any, ...] = (
 )
 
 FAILING, PASSING, FLAKY, INVALID = "failing", "passing", "flaky", "invalid"
+SCREENED = "screened"  # the prescreen ruled it out: not run
 
 
 @dataclass
@@ -106,8 +107,16 @@ class _Budget(Exception):
 
 
 class _Shrinker:
-    def __init__(self, runner: Runner, budget: int, confirm: int, same_failure: bool) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        budget: int,
+        confirm: int,
+        same_failure: bool,
+        prescreen: Callable[[Schedule], str | None] | None = None,
+    ) -> None:
         self.runner = runner
+        self.prescreen = prescreen
         self.budget = budget
         self.confirm = max(1, confirm)
         self.same_failure = same_failure
@@ -139,9 +148,14 @@ class _Shrinker:
             if self.tried[key] != FLAKY or key in self.retried:
                 return self.tried[key] == FAILING
             self.retried.add(key)
+        attempt.schedule = candidate
+        if self.prescreen is not None and (why := self.prescreen(candidate)) is not None:
+            attempt.verdict, attempt.problem = SCREENED, why
+            self.attempts.append(attempt)
+            self.tried[key] = SCREENED
+            return False
         if self.runs + self.confirm > self.budget:
             raise _Budget  # not enough runs left to confirm a failure
-        attempt.schedule = candidate
         self.attempts.append(attempt)
         for i in range(self.confirm):
             result = self._run(candidate)
@@ -175,15 +189,23 @@ def shrink(
     budget: int = 200,
     confirm: int = 2,
     same_failure: bool = True,
+    prescreen: Callable[[Schedule], str | None] | None = None,
+    seen: str | None = None,
 ) -> ShrinkResult:
     """Shrink `schedule` against `runner` within `budget` runs. The minimal schedule keeps
-    the original's seed; its origin says where it came from."""
-    s = _Shrinker(runner, budget, confirm, same_failure)
+    the original's seed; its origin says where it came from. `prescreen` (the protocol
+    model, say) may rule a candidate out before it is run, saying why: such a candidate
+    costs no run and never counts as failing. `seen`: the failure a run of the original
+    already showed (explore's own), which counts as its first confirming run."""
+    s = _Shrinker(runner, budget, confirm, same_failure, prescreen)
     result = ShrinkResult(schedule, schedule, None, False)
     first = Attempt(1, "the original", len(schedule.steps), [], PASSING, schedule)
     s.attempts.append(first)
+    if seen is not None:
+        first.runs.append(seen)
+        s.failure = seen
     try:
-        for _ in range(s.confirm):
+        for _ in range(s.confirm - len(first.runs)):
             outcome = s._run(schedule)
             first.runs.append(outcome)
             if outcome is None or (s.failure is not None and outcome != s.failure):

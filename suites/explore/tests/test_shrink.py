@@ -23,7 +23,14 @@ from runrecord.schedule import (
     validate,
 )
 from suites.explore.guide import kafka_6361_class
-from suites.explore.shrink import FAILING, FLAKY, ShrinkResult, shrink, simulated_runner
+from suites.explore.shrink import (
+    FAILING,
+    FLAKY,
+    SCREENED,
+    ShrinkResult,
+    shrink,
+    simulated_runner,
+)
 
 KIP101 = Protocol.KIP_101
 TRUTH = simulated_runner(KIP101)
@@ -204,3 +211,31 @@ def test_invalid_candidates_are_never_run() -> None:
     for s in seen:
         assert validate(s) == s
     assert result.minimal.cluster.replication_factor == 2
+
+
+def test_a_prescreen_rules_candidates_out_without_running_them() -> None:
+    runs: list[Schedule] = []
+
+    def counted(schedule: Schedule) -> str | None:
+        runs.append(schedule)
+        return TRUTH(schedule)
+
+    def model(schedule: Schedule) -> str | None:
+        predicted = TRUTH(schedule)
+        return None if predicted == "diverged" else f"the model predicts {predicted}"
+
+    result = shrink(PADDED, counted, budget=400, prescreen=model)
+    assert result.reproducible and TRUTH(result.minimal) == "diverged"
+    screened = [a for a in result.attempts if a.verdict == SCREENED]
+    assert screened and all(a.runs == [] and a.problem for a in screened)
+    assert len(runs) == result.runs  # a screened candidate costs no run
+    assert all(TRUTH(s) == "diverged" for s in runs)
+    plain = shrink(PADDED, TRUTH, budget=400)
+    assert result.runs < plain.runs
+
+
+def test_a_failure_already_seen_is_the_first_confirmation() -> None:
+    result = shrink(PADDED, TRUTH, budget=400, seen="diverged")
+    assert result.attempts[0].runs == ["diverged", "diverged"]
+    assert result.runs == sum(len(a.runs) for a in result.attempts) - 1
+    assert result.reproducible and TRUTH(result.minimal) == "diverged"

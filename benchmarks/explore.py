@@ -1,0 +1,90 @@
+"""Benchmark: real schedules per minute, and each schedule's wall time against its own
+protocol waits, with the cluster reused across schedules (as `logfork explore` runs them)
+and, for comparison, what a fresh cluster per schedule adds.
+
+    python -m benchmarks.explore [--kafka-version 1.1.1] [--seed 1] [--schedules 6]
+
+The schedules are the first of the model-guided ranking for the seed (unclean elections
+allowed, as the acceptance run uses them). A schedule's wall time runs from its topic's
+creation to its topic's deletion and the health check after it (the audit of its copied
+logs included; cluster boots and reports excluded). Its protocol waits are what Kafka's
+own configuration makes it wait (suites.explore.runner): session timeouts (plus one
+ZooKeeper tick) of expiries and crashes, `wait` steps, acks=all writes the ISR does not
+complete (the produce request's timeout), and one fetch round once healed. Figures only:
+nothing here fails on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from fixtures.releases import resolve
+from suites.explore.bench import Bench
+from suites.explore.generate import DrawOptions, explore_shape
+from suites.explore.guide import plan
+from suites.explore.runner import run_schedule
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.explore",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--kafka-version", default="1.1.1")
+    parser.add_argument("--kafka-mode", choices=("zk", "kraft"))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--schedules", type=int, default=6)
+    parser.add_argument("--out", default="runs/bench-explore", metavar="DIR")
+    args = parser.parse_args(argv)
+    release = resolve(args.kafka_version).release
+    mode = args.kafka_mode or ("zk" if "zk" in release.modes else "kraft")
+    options = explore_shape(DrawOptions(unclean=True, mode=mode, protocol=release.protocol))
+    candidates = plan(args.seed, max(200, args.schedules), release.protocol, options)
+    out = Path(args.out).resolve() / f"{release}-{mode}-{int(time.time())}"
+    rows: list[tuple[float, float]] = []
+    started = time.monotonic()
+    with Bench(args.kafka_version, out) as bench:
+        for n, candidate in enumerate(candidates[: args.schedules], start=1):
+            run = run_schedule(
+                bench, candidate.schedule, out / f"{n:03d}", prediction=candidate.prediction
+            )
+            rows.append((run.seconds, run.waits))
+            print(
+                f"schedule {n}: {len(candidate.schedule.steps)} steps, "
+                f"{run.failure or run.outcome.value}; {run.seconds:.1f}s, protocol waits "
+                f"{run.waits:.1f}s, ratio {run.seconds / run.waits:.2f}"
+                + (f" (fresh cluster: {run.fresh_cluster})" if run.fresh_cluster else ""),
+                flush=True,
+            )
+        boots = [b.seconds for b in bench.boots]
+        teardown_started = time.monotonic()
+    teardown = time.monotonic() - teardown_started
+    elapsed = time.monotonic() - started
+    wall = sum(r[0] for r in rows)
+    waits = sum(r[1] for r in rows)
+    boot = statistics.median(boots) if boots else 0.0
+    n = len(rows)
+    print(
+        f"{n} schedules in {elapsed / 60:.1f} min, {len(boots)} cluster boot(s) (median "
+        f"{boot:.1f}s): {n / (elapsed / 60):.2f} schedules/min ({n / (wall / 60):.2f} without "
+        "boots)"
+    )
+    print(
+        f"overhead ratio, cluster reused: {wall:.0f}s of schedules over {waits:.0f}s of their "
+        f"protocol waits = {wall / waits:.2f} (per schedule: median "
+        f"{statistics.median(r[0] / r[1] for r in rows):.2f})"
+    )
+    fresh = wall + n * (boot + teardown)
+    print(
+        f"with a fresh cluster per schedule (boot {boot:.1f}s + teardown {teardown:.1f}s "
+        f"each): {fresh:.0f}s = {fresh / waits:.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""explore.json: one `logfork explore` run: every schedule it ran for real (the model's
+prediction beside the brokers' outcome), the findings it shrank, the clusters it started
+and why. Rewritten after every schedule, so an interrupted run keeps what it did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runrecord.outcome import Outcome
+
+EXPLORE_JSON = "explore.json"
+
+
+@dataclass
+class ScheduleEntry:
+    """One schedule run for real."""
+
+    number: int  # in running order, from 1
+    candidate: int  # its index among the candidates (drawn or bred)
+    steps: int
+    skipped: int  # steps skipped for real
+    outcome: Outcome
+    failure: str | None  # the finding's kind (None: held, or no verdict)
+    summary: str
+    predicted: str | None  # the model's failure kind
+    prediction: str  # the model's summary
+    agree: bool | None  # None: no verdict to compare
+    seconds: float  # wall time, cluster boots excluded
+    waits: float  # of which the protocol imposed
+    run_dir: str
+    schedule_file: str
+    score: float = 0.0  # the model's ranking score
+    report: str | None = None
+    fresh_cluster: str | None = None  # why a cluster was started for it
+
+
+@dataclass
+class ExploreFinding:
+    """A violated invariant, shrunk on real brokers."""
+
+    failure: str
+    number: int  # the schedule that found it
+    original: str  # its schedule file
+    minimal: str  # the shrunk schedule file (the original's, when it did not fail again)
+    steps: int  # of the minimal schedule
+    reproducible: bool  # failed again when re-run, as did every shrinking step it kept
+    runs: int  # real runs the shrinking took
+    replay: str  # the command that reproduces it
+    report: str | None = None
+    summary: str = ""
+
+
+@dataclass
+class ClusterBoot:
+    reason: str
+    schedule: str
+    seconds: float
+    run_dir: str
+
+
+@dataclass
+class ExploreRecord:
+    release: str
+    mode: str
+    seed: int
+    unclean: bool
+    guided: bool
+    budget: int | None
+    minutes: float | None
+    started: float
+    command: str
+    finished: float | None = None
+    interrupted: bool = False
+    pool: int = 0  # candidates ranked
+    searching: float = 0.0  # seconds spent running candidates (cluster boots included)
+    shrink_runs: int = 0  # real runs spent shrinking findings
+    schedules: list[ScheduleEntry] = field(default_factory=list)
+    findings: list[ExploreFinding] = field(default_factory=list)
+    boots: list[ClusterBoot] = field(default_factory=list)
+
+    @property
+    def judged(self) -> list[ScheduleEntry]:
+        return [e for e in self.schedules if e.agree is not None]
+
+    @property
+    def disagreements(self) -> list[ScheduleEntry]:
+        return [e for e in self.schedules if e.agree is False]

@@ -1,0 +1,55 @@
+"""What one schedule did on real brokers, as `logfork replay` and `logfork explore` record
+it: each step's outcome (done, skipped with what was observed, or rejected), the judgement
+of the invariants, and the protocol model's prediction beside it. Kept in the run
+directory's verdict.json (`details`) and in the explore run's explore.json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DONE, SKIPPED, REJECTED = "done", "skipped", "rejected"
+
+# The kinds of finding a schedule can end in (`Judgement.failure`), as the model names them
+# (checkers.simulate.Prediction.failure); a finding on the background workload's partition
+# carries BACKGROUND after its kind.
+DIVERGED, STUCK, LOST = "diverged", "stuck", "lost-acknowledged"
+BACKGROUND = "@background"
+
+
+@dataclass
+class StepResult:
+    """One step as it ran."""
+
+    index: int
+    step: str  # the step, in words
+    kind: str
+    status: str  # DONE, SKIPPED or REJECTED
+    targets: dict[str, Any] = field(default_factory=dict)  # brokers its roles resolved to
+    observed: str = ""  # what held instead, when skipped or rejected
+    seconds: float = 0.0
+    waits: float = 0.0  # of which the protocol imposed (session timeouts, wait steps, ...)
+    unsettled: str = ""  # where the cluster stood when it did not settle as the model did
+
+
+@dataclass
+class Judgement:
+    """The invariants against what the brokers did, per partition and overall."""
+
+    failure: str | None  # the finding's kind (None: every invariant held)
+    summary: str
+    partition: int | None = None  # the partition of the finding
+    rule: str | None = None  # the rule that decided acknowledged-write loss, when one did
+    evidence: dict[str, Any] = field(default_factory=dict)
+    partitions: dict[int, str | None] = field(default_factory=dict)  # partition -> kind
+
+
+@dataclass
+class Comparison:
+    """The protocol model's prediction for the schedule's partition beside the real one."""
+
+    predicted: str | None  # the model's failure kind (None: consistent)
+    actual: str | None  # what the brokers did to the same partition
+    agree: bool
+    prediction: str  # the model's summary line
+    steps_differ: list[int] = field(default_factory=list)  # steps run by one side only

@@ -1,0 +1,109 @@
+"""Which broker a step's target names when its turn comes: the rule a schedule's roles
+follow, shared by the simulator (checkers.simulate) and the runner on real brokers
+(suites.explore.runner), so that both resolve a role the same way.
+
+A role is resolved against a `View` of the cluster: the partition's leader and ISR as the
+controller has them, its assignment, and (ZooKeeper mode) the controller broker. Several
+brokers may fit; the step takes the lowest broker id among those that also satisfy its
+precondition. When none does, the step is skipped, saying what was observed (`Skip`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runrecord.schedule_steps import QUORUM, Endpoint, Role
+
+
+class Skip(Exception):
+    """A step whose precondition does not hold: `observed` says what held instead."""
+
+    def __init__(self, observed: str) -> None:
+        super().__init__(observed)
+        self.observed = observed
+
+
+class Rejected(Exception):
+    """A step that ran but that the cluster refused (an acks=all write below
+    min.insync.replicas): nothing was written."""
+
+
+@dataclass(frozen=True)
+class View:
+    """What roles are resolved against."""
+
+    mode: str
+    brokers: Sequence[int]  # every broker id
+    assignment: Sequence[int]  # the partition's replicas, the preferred first
+    leader: int | None  # as the controller has it; None: offline
+    isr: Sequence[int]
+    controller: int | None = None  # ZooKeeper mode: the controller broker, if any
+
+    @classmethod
+    def of_state(
+        cls,
+        state: Any,
+        *,
+        mode: str,
+        brokers: Sequence[int],
+        assignment: Sequence[int],
+        controller: int | None = None,
+    ) -> View:
+        """The view from an observed partition state (observe.state.PartitionState, or a
+        recorded runrecord.states.StateRecord): its leader (-1: none) and ISR."""
+        leader = None if state.leader is None or state.leader < 0 else state.leader
+        return cls(mode, brokers, assignment, leader, tuple(state.isr), controller)
+
+
+def candidates(target: Endpoint, view: View) -> list[Any]:
+    """Every broker (or QUORUM) the target may name now, lowest id first."""
+    if isinstance(target, int) and not isinstance(target, bool):
+        return [target]
+    if target == QUORUM:
+        return [QUORUM]
+    role = Role(target)
+    if role is Role.LEADER:
+        return [view.leader] if view.leader is not None else []
+    if role is Role.FOLLOWER_IN_ISR:
+        return sorted(b for b in view.isr if b != view.leader)
+    if role is Role.OUT_OF_SYNC:
+        return sorted(b for b in view.assignment if b not in view.isr)
+    if role is Role.CONTROLLER:
+        if view.mode == "kraft":
+            return [QUORUM]
+        return [view.controller] if view.controller is not None else []
+    return sorted(view.brokers)
+
+
+def pick(target: Endpoint, view: View, ok: Callable[[Any], str | None], what: str) -> Any:
+    """The first candidate of `target` (lowest id) that `ok` accepts (returns None for);
+    else Skip, saying why each candidate did not fit."""
+    found = candidates(target, view)
+    if not found:
+        raise Skip(f"no {target} to {what}")
+    reasons = []
+    for c in found:
+        why = ok(c)
+        if why is None:
+            return c
+        reasons.append(why)
+    raise Skip("; ".join(reasons))
+
+
+def cannot_shut_down(
+    broker: int, controller: int | None, linked: Callable[[Any, Any], bool]
+) -> str | None:
+    """Why SIGTERM would not end the broker, or None. A controlled shutdown asks the
+    controller to move the broker's leaderships first; cut off from the quorum or from the
+    controller, the broker waits for an answer that never comes (1.1.1 blocks looking the
+    controller up in ZooKeeper)."""
+    if not linked(broker, QUORUM):
+        return f"broker {broker} is cut off from the quorum: its controlled shutdown would hang"
+    if controller is not None and controller != broker and not linked(broker, controller):
+        return (
+            f"broker {broker} is cut off from controller {controller}: its controlled "
+            "shutdown would hang"
+        )
+    return None

@@ -1,0 +1,67 @@
+"""Role resolution: a step's target against the partition's state as it was recorded, the
+rule the simulator and the real runner share."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkers.protocol import RecoveryState
+from checkers.simulate import Simulator
+from runrecord.schedule import QUORUM, Cluster, Role
+from runrecord.schedule_roles import Skip, View, candidates, pick
+from runrecord.states import StateRecord
+
+
+def recorded(leader: int, isr: list[int]) -> StateRecord:
+    return StateRecord("t", 0, leader, 3, isr, RecoveryState.RECOVERED, 7, "zk")
+
+
+def view(leader: int, isr: list[int], *, mode: str = "zk", controller: int | None = 3) -> View:
+    return View.of_state(
+        recorded(leader, isr),
+        mode=mode,
+        brokers=[1, 2, 3],
+        assignment=[2, 1],
+        controller=controller,
+    )
+
+
+def test_roles_on_a_recorded_state() -> None:
+    v = view(2, [1, 2])
+    assert candidates(Role.LEADER, v) == [2]
+    assert candidates(Role.FOLLOWER_IN_ISR, v) == [1]
+    assert candidates(Role.OUT_OF_SYNC, v) == []
+    assert candidates(Role.CONTROLLER, v) == [3]
+    assert candidates(Role.ANY_BROKER, v) == [1, 2, 3]
+    assert candidates(2, v) == [2]
+    assert candidates(QUORUM, v) == [QUORUM]
+
+
+def test_an_offline_partition_has_no_leader_and_keeps_its_last_isr() -> None:
+    v = view(-1, [2])
+    assert v.leader is None
+    assert candidates(Role.LEADER, v) == []
+    assert candidates(Role.OUT_OF_SYNC, v) == [1]
+    with pytest.raises(Skip) as skip:
+        pick(Role.LEADER, v, lambda b: None, "kill")
+    assert skip.value.observed == "no leader to kill"
+
+
+def test_kraft_controller_is_the_quorum() -> None:
+    v = view(2, [2], mode="kraft", controller=None)
+    assert candidates(Role.CONTROLLER, v) == [QUORUM]
+
+
+def test_pick_takes_the_lowest_eligible_and_says_why_none_fit() -> None:
+    v = view(1, [1, 2])
+    down = {1: "broker 1 is stopped", 2: None, 3: None}
+    assert pick(Role.ANY_BROKER, v, down.get, "restart") == 2
+    with pytest.raises(Skip) as skip:
+        pick(Role.ANY_BROKER, v, lambda b: f"broker {b} is running", "restart")
+    assert skip.value.observed == "broker 1 is running; broker 2 is running; broker 3 is running"
+
+
+def test_the_simulator_resolves_through_the_same_rule() -> None:
+    sim = Simulator(Cluster(replication_factor=2, replicas=(2, 1), controller=3), "1.1.1")
+    assert sim.view() == View("zk", [1, 2, 3], [2, 1], 2, [2, 1], 3)
+    assert sim._candidates(Role.FOLLOWER_IN_ISR) == candidates(Role.FOLLOWER_IN_ISR, sim.view())

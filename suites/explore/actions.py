@@ -1,0 +1,481 @@
+"""A schedule's steps on real brokers: each step kind mapped to the fault that proves its
+effect (faults/), its targets resolved from the partition's state as the controller has it
+(observe.state) by the rule the simulator follows (runrecord.schedule_roles), and its
+precondition checked first: a step that cannot run is skipped, saying what was observed.
+
+`Live` is the real counterpart of checkers.simulate.Simulator: `apply` runs a step,
+`heal_all` heals every cut, resumes paused brokers and restarts stopped ones (those in the
+ISR first, then by broker id), as the simulator's `finish` does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkers.simulate import Simulator
+from faults import elections, network, power, process, replication, session
+from fixtures.config import zookeeper_config
+from fixtures.errors import LogforkError, NotReached
+from fixtures.nodes import Node
+from fixtures.waiting import Aborted, WaitTimeout, wait_until
+from observe.controller import active_controller
+from observe.replicas import replica
+from observe.state import PartitionState, partition_state
+from runrecord import schedule_roles as roles
+from runrecord import schedule_steps as kinds
+from runrecord.events import EventKind
+from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
+from runrecord.schedule import QUORUM, Endpoint, Role, Schedule, Step
+from runrecord.schedule_roles import Rejected, Skip, View
+from suites.scenario import RunContext
+from suites.steps import write_batch
+
+# An acks=all write the ISR does not complete is answered with a timeout after this long
+# (the produce request's timeout); a write is never retried, so one step is one batch.
+REQUEST_TIMEOUT = 8.0
+LEADER_SEEN_TIMEOUT = 15.0  # for a new leader to learn that it leads
+SETTLE_TIMEOUT = 10.0  # for the cluster to settle where the model does after a step
+NOT_ENOUGH_REPLICAS = "Not enough in-sync replicas"  # librdkafka's text of error 19
+
+
+@dataclass
+class Link:
+    """A cut between two ends (brokers, or a broker and the quorum) made by a step."""
+
+    a: int
+    b: Any  # a broker id or QUORUM
+    kind: str  # "hold-back", "cut" or "session"
+    cut: network.Cut
+    expiry: session.Expiry | None = None
+
+    def joins(self, x: Any, y: Any) -> bool:
+        return {x, y} == {self.a, self.b}
+
+
+@dataclass
+class PowerCut:
+    """What one power loss dropped: per partition, (log end before, log end after)."""
+
+    step: int
+    broker: int
+    ends: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+class Live:
+    """The cluster a schedule runs on, as its steps see it. With a simulator (`sim`)
+    following the same steps, each step that ran is given time to settle where the model
+    says the cluster settles: the same leader and ISR, the same log end offsets on the
+    live replicas (the model lets the cluster act until nothing changes after every step;
+    brokers need a moment to fetch and to widen the ISR). A cluster that does not get there
+    within SETTLE_TIMEOUT goes on as it is, and the step says where it stood."""
+
+    def __init__(
+        self, ctx: RunContext, schedule: Schedule, topic: str, sim: Simulator | None = None
+    ) -> None:
+        self.ctx = ctx
+        self.sim = sim
+        self.cluster = ctx.cluster
+        self.schedule = schedule
+        self.topic = topic
+        self.assignment = list(schedule.cluster.replicas)
+        self.links: list[Link] = []
+        self.power_cuts: list[PowerCut] = []
+        self.results: list[StepResult] = []
+        self.exited: dict[int, str] = {}  # brokers that did not come back after the heal
+        self._registered: set[int] = set()
+
+    # -- what the steps see -----------------------------------------------------------------
+
+    def state(self) -> PartitionState:
+        return partition_state(self.cluster, self.topic, 0)
+
+    def controller(self) -> int | None:
+        """ZooKeeper mode: the controller broker, if one holds the role with a session."""
+        if self.cluster.mode != "zk":
+            return None
+        try:
+            node = active_controller(self.cluster)
+        except Exception:  # noqa: BLE001 - no /controller znode: no controller
+            return None
+        return node.node_id if node.node_id in self._registered else None
+
+    def view(self) -> View:
+        self._registered = self.cluster.registered_brokers()
+        return View.of_state(
+            self.state(),
+            mode=self.cluster.mode,
+            brokers=sorted(self.cluster.brokers),
+            assignment=self.assignment,
+            controller=self.controller(),
+        )
+
+    def node(self, broker: int) -> Node:
+        return self.cluster.broker(broker)
+
+    def status(self, broker: int) -> str:
+        status = self.node(broker).status()
+        return "stopped" if status in ("exited", "created", "dead") else status
+
+    def alive(self, broker: Any) -> bool:
+        return broker == QUORUM or self.status(broker) == "running"
+
+    def registered(self, broker: int) -> bool:
+        return broker in self._registered
+
+    def describe(self, broker: int) -> str:
+        session_ = "" if self.registered(broker) else " without a session"
+        return f"broker {broker} is {self.status(broker)}{session_}"
+
+    def linked(self, a: Any, b: Any) -> bool:
+        return not any(link.joins(a, b) for link in self.links)
+
+    def nodes_of(self, end: Any) -> list[Node]:
+        if end != QUORUM:
+            return [self.node(end)]
+        return [self.cluster.zookeeper] if self.cluster.mode == "zk" else self.cluster.controllers
+
+    def _session_wait(self, broker: int) -> float:
+        """The protocol's wait for a lost session: the timeout, plus up to one ZooKeeper
+        tick (ZooKeeper checks sessions once per tick)."""
+        tick = zookeeper_config()["tickTime"] / 1000 if self.cluster.mode == "zk" else 0
+        return self.schedule.cluster.session_timeout_ms(broker) / 1000 + float(tick)  # type: ignore[arg-type]
+
+    # -- running a step ---------------------------------------------------------------------
+
+    def apply(self, index: int, step: Step) -> StepResult:
+        """Run one step; a skipped or rejected step changes nothing. Faults that do not
+        take effect raise NotReached, as in every scenario."""
+        result = StepResult(index, step.describe(), step.KIND, DONE)
+        started = time.monotonic()
+        handler = getattr(self, "_do_" + type(step).__name__.lower())
+        try:
+            targets, waits = handler(step)
+            result.targets, result.waits = targets, waits
+        except Skip as skip:
+            result.status, result.observed = SKIPPED, skip.observed
+        except Rejected as rejected:
+            result.status, result.observed = REJECTED, str(rejected)
+        if self.sim is not None and result.status != SKIPPED:
+            self.sim.apply(step)
+            result.unsettled = self._settle()
+        result.seconds = time.monotonic() - started
+        self.results.append(result)
+        self.ctx.timeline.record(
+            EventKind.STEP,
+            step.KIND,
+            index=index,
+            step=result.step,
+            status=result.status,
+            targets=result.targets,
+            observed=result.observed,
+            unsettled=result.unsettled,
+        )
+        return result
+
+    def _settle(self) -> str:
+        """Wait for the cluster to stand where the simulator does; "" once it does, else
+        where it stands."""
+        assert self.sim is not None
+        sim = self.sim
+        expected = (
+            sim.ctl.leader if sim.ctl.leader is not None else -1,
+            tuple(sorted(sim.ctl.isr)),
+            {b: r.leo for b, r in sorted(sim.replicas.items()) if sim.alive(b)},
+        )
+
+        def probe() -> tuple[int, tuple[int, ...], dict[int, int]]:
+            state = self.state()
+            leos = {b: replica(self.cluster, b, self.topic).leo for b in expected[2]}
+            return state.leader, tuple(sorted(state.isr)), leos
+
+        try:
+            wait_until(probe, lambda seen: seen == expected, what="", timeout=SETTLE_TIMEOUT)
+        except WaitTimeout as exc:
+            return f"model: leader, ISR, log ends {expected}; brokers: {exc.last}"
+        return ""
+
+    def _do_produce(self, step: kinds.Produce) -> tuple[dict[str, Any], float]:
+        view = self.view()
+        if step.to == Role.LEADER and view.leader is None:
+            raise Skip("the partition has no leader (offline)")
+
+        def ok(b: Any) -> str | None:
+            if b not in self.assignment:
+                return f"broker {b} holds no replica"
+            if not self.alive(b):
+                return self.describe(b)
+            seen = self._own_leader(b)
+            if seen != b:
+                return f"broker {b} does not know it leads (its metadata says leader {seen})"
+            return None
+
+        b = roles.pick(step.to, view, ok, "produce to")
+        sends = write_batch(
+            self.ctx,
+            self.topic,
+            step.count,
+            to=b,
+            acks=step.acks,
+            request_timeout=REQUEST_TIMEOUT,
+        )
+        errors = sorted({s.error for s in sends if s.error})
+        offsets = [s.offset for s in sends if s.ok]
+        if any(NOT_ENOUGH_REPLICAS in e for e in errors):
+            raise Rejected(f"broker {b} refused the write: {errors[0]}; nothing written")
+        acknowledged = not errors and len(offsets) == step.count
+        self.ctx.timeline.record(
+            "note",
+            "batch",
+            topic=self.topic,
+            broker=b,
+            acks=step.acks,
+            first=offsets[0] if offsets else None,
+            last=offsets[-1] if offsets else None,
+            acknowledged=acknowledged,
+            errors=errors,
+        )
+        waits = REQUEST_TIMEOUT if step.acks == "all" and not acknowledged else 0.0
+        return {"to": b, "acknowledged": acknowledged, "errors": errors}, waits
+
+    def _own_leader(self, b: int) -> int | None:
+        """The leader broker `b` names in its own metadata, once it names itself (waiting a
+        little: a new leader learns it leads moments after the controller elects it)."""
+        try:
+            return wait_until(
+                lambda: self.cluster.partition_metadata(self.topic, 0, only=b).leader,
+                lambda leader: leader == b,
+                what=f"broker {b} to see itself lead",
+                timeout=LEADER_SEEN_TIMEOUT,
+            )
+        except WaitTimeout as exc:
+            return exc.last if isinstance(exc.last, int) else None
+
+    def _do_holdback(self, step: kinds.HoldBack) -> tuple[dict[str, Any], float]:
+        view = self.view()
+        leader = view.leader
+        if leader is None or not self.alive(leader):
+            raise Skip("no live leader to hold a follower back from")
+
+        def ok(b: Any) -> str | None:
+            if b not in view.isr or b == leader:
+                return f"broker {b} is not a follower in the ISR {list(view.isr)}"
+            if not self.alive(b):
+                return self.describe(b)
+            if not self.linked(b, leader):
+                return f"broker {b} is already cut from leader {leader}"
+            return None
+
+        b = roles.pick(step.target, view, ok, "hold back")
+        held = replication.hold_back(
+            self.cluster, self.topic, self.node(b), self.node(leader), mirror=True
+        )
+        self.links.append(Link(b, leader, "hold-back", held.cut))
+        return {"follower": b, "leader": leader}, 0.0
+
+    def _do_cut(self, step: kinds.Cut) -> tuple[dict[str, Any], float]:
+        view = self.view()
+        for a in roles.candidates(step.a, view):
+            for b in roles.candidates(step.b, view):
+                if a != b and a != QUORUM and self.linked(a, b):
+                    cut = network.partition(
+                        self.cluster, self.node(a), self.nodes_of(b), mirror=True
+                    )
+                    self.links.append(Link(a, b, "cut", cut))
+                    return {"a": a, "b": b}, 0.0
+        raise Skip(f"no uncut link between {_end(step.a)} and {_end(step.b)}")
+
+    def _do_heal(self, step: kinds.Heal) -> tuple[dict[str, Any], float]:
+        if step.a is None:
+            if not self.links:
+                raise Skip("nothing is cut")
+            healed = [f"{link.a}-{link.b}" for link in self.links]
+            for link in list(self.links):
+                self._heal(link)
+            return {"links": healed}, 0.0
+        view = self.view()
+        for a in roles.candidates(step.a, view):
+            for b in roles.candidates(step.b, view):
+                link = next((x for x in self.links if x.joins(a, b)), None)
+                if link is not None:
+                    self._heal(link)
+                    return {"a": a, "b": b}, 0.0
+        raise Skip(f"no cut between {_end(step.a)} and {_end(step.b)}")
+
+    def _heal(self, link: Link) -> None:
+        broker = self.node(link.a)
+        if link.expiry is not None and broker.status() == "running":
+            link.expiry.heal()  # and the broker registers again
+        else:
+            link.cut.heal()
+        self.links.remove(link)
+
+    def _do_expiresession(self, step: kinds.ExpireSession) -> tuple[dict[str, Any], float]:
+        view = self.view()
+
+        def ok(b: Any) -> str | None:
+            if not self.alive(b) or not self.registered(b):
+                return self.describe(b)
+            if not self.linked(b, QUORUM):
+                return f"broker {b} is already cut from the quorum"
+            return None
+
+        b = roles.pick(step.target, view, ok, "expire")
+        expiry = session.expire_session(self.cluster, self.node(b), mirror=True)
+        self.links.append(Link(b, QUORUM, "session", expiry.cut, expiry))
+        return {"broker": b}, self._session_wait(b)
+
+    def _do_electpreferred(self, step: kinds.ElectPreferred) -> tuple[dict[str, Any], float]:
+        view = self.view()
+        preferred = self.assignment[0]
+        if view.leader == preferred:
+            raise Skip(f"preferred replica {preferred} already leads")
+        if not self.registered(preferred):
+            raise Skip(self.describe(preferred))
+        if preferred not in view.isr:
+            raise Skip(f"preferred replica {preferred} is not in the ISR {list(view.isr)}")
+        if self.cluster.mode == "zk" and view.controller is None:
+            raise Skip("no controller")
+        elections.elect_preferred(self.cluster, self.topic)
+        return {"leader": preferred}, 0.0
+
+    def _do_electunclean(self, step: kinds.ElectUnclean) -> tuple[dict[str, Any], float]:
+        view = self.view()
+        live_isr = [b for b in view.isr if self.registered(b)]
+        if live_isr:
+            raise Skip(f"ISR member(s) {live_isr} alive: that would be a clean election")
+
+        def ok(b: Any) -> str | None:
+            if b not in self.assignment:
+                return f"broker {b} holds no replica"
+            if b in view.isr:
+                return f"broker {b} is in the ISR {list(view.isr)}"
+            if not self.registered(b):
+                return self.describe(b)
+            return None
+
+        b = roles.pick(step.target, view, ok, "elect")
+        # The schedule's topic enables unclean elections (the loader refuses the step
+        # otherwise): only the controller has to look at the partition again.
+        elections.elect_unclean(self.cluster, self.topic, to=b, enabled=True)
+        return {"leader": b}, 0.0
+
+    def _do_kill(self, step: kinds.Kill) -> tuple[dict[str, Any], float]:
+        view = self.view()
+
+        def ok(b: Any) -> str | None:
+            if step.signal == "SIGTERM" and self.alive(b):
+                return roles.cannot_shut_down(b, view.controller, self.linked)
+            return self._running(b)
+
+        b = roles.pick(step.target, view, ok, "kill")
+        if step.signal == "SIGTERM":
+            process.kill(self.cluster, self.node(b), signal="SIGTERM")
+            return {"broker": b}, 0.0
+        return {"broker": b}, self._crash(b, lambda: process.kill(self.cluster, self.node(b)))
+
+    def _running(self, b: Any) -> str | None:
+        return None if self.alive(b) else self.describe(b)
+
+    def _crash(self, b: int, kill: Any) -> float:
+        """Kill a broker without a shutdown, then wait as long as the protocol makes the
+        cluster wait: until its session ends and the controller acts on its partitions."""
+        if not self.registered(b):
+            kill()
+            return 0.0
+        before = session.states_in_isr(self.cluster, b)
+        kill()
+        what = f"the cluster to notice broker {b}'s crash"
+        try:
+            session.await_loss(self.cluster, b, before, what)
+        except WaitTimeout as exc:
+            raise NotReached(exc.what, str(exc.last)) from None
+        return self._session_wait(b)
+
+    def _do_restart(self, step: kinds.Restart) -> tuple[dict[str, Any], float]:
+        view = self.view()
+
+        def ok(b: Any) -> str | None:
+            if self.status(b) != "stopped":
+                return self.describe(b)
+            if not self.linked(b, QUORUM):
+                return f"broker {b} is stopped but cut off from the quorum"
+            return None
+
+        b = roles.pick(step.target, view, ok, "restart")
+        # A ZooKeeper-mode broker learns the cluster's metadata from the controller only.
+        ctl = view.controller
+        serving = ctl is None or ctl == b or self.linked(b, ctl)
+        self._start(b, serving=serving)
+        return {"broker": b}, 0.0
+
+    def _start(self, b: int, *, serving: bool = True) -> None:
+        process.restart(self.cluster, self.node(b), serving=serving)
+        for link in self.links:
+            if b in (link.a, link.b):
+                link.cut.restore()  # its side of the cut went with its old namespace
+
+    def _do_pause(self, step: kinds.Pause) -> tuple[dict[str, Any], float]:
+        b = roles.pick(step.target, self.view(), self._running, "pause")
+        process.pause(self.cluster, self.node(b))
+        return {"broker": b}, 0.0
+
+    def _do_resume(self, step: kinds.Resume) -> tuple[dict[str, Any], float]:
+        def ok(b: Any) -> str | None:
+            return None if self.status(b) == "paused" else self.describe(b)
+
+        b = roles.pick(step.target, self.view(), ok, "resume")
+        process.resume(self.cluster, self.node(b))
+        return {"broker": b}, 0.0
+
+    def _do_powerloss(self, step: kinds.PowerLoss) -> tuple[dict[str, Any], float]:
+        b = roles.pick(step.target, self.view(), self._running, "cut the power of")
+        cut = PowerCut(len(self.results), b)
+
+        def kill() -> None:
+            losses = power.power_loss(
+                self.cluster, self.node(b), topics={self.topic}, lose=step.lose
+            )
+            cut.ends = {p: (x.end_before, x.end_after) for (_, p), x in losses.items()}
+
+        waits = self._crash(b, kill)
+        self.power_cuts.append(cut)
+        lost = {p: after - before for p, (before, after) in cut.ends.items() if after != before}
+        return {"broker": b, "lost": {str(p): -n for p, n in lost.items()}}, waits
+
+    def _do_wait(self, step: kinds.Wait) -> tuple[dict[str, Any], float]:
+        time.sleep(step.seconds)  # the step is time passing: nothing to wait for but it
+        return {}, float(step.seconds)
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def heal_all(self) -> None:
+        """Heal every cut, resume paused brokers, restart stopped ones (those in the ISR
+        first, then by broker id). A broker that exits again on its own (a follower that
+        halts rather than truncate) is left down and noted: the cluster's doing, judged
+        as a follower that cannot make progress."""
+        for link in list(self.links):
+            self._heal(link)
+        brokers = sorted(self.cluster.brokers)
+        for b in brokers:
+            if self.status(b) == "paused":
+                process.resume(self.cluster, self.node(b))
+        try:
+            isr = set(self.state().isr)
+        except LogforkError:
+            isr = set()
+        for b in sorted(brokers, key=lambda x: (x not in isr, x)):
+            if self.status(b) != "stopped":
+                continue
+            try:
+                self._start(b)
+            except (Aborted, WaitTimeout, NotReached) as exc:
+                if self.node(b).status() == "running":
+                    raise
+                self.exited[b] = f"{exc}"[:300] + "\n" + self.node(b).tail_log()
+        self.ctx.timeline.record("heal", "everything", exited=sorted(self.exited))
+
+
+def _end(end: Endpoint | None) -> str:
+    return str(end)

@@ -1,0 +1,208 @@
+"""The cluster schedules run on, kept from one schedule to the next where that is safe.
+
+A schedule's cluster shape (mode, brokers, the ZooKeeper controller, the KRaft controllers,
+broker configs) is the cluster's; its replicas and topic configs are its topic's. So
+schedules of one shape share a cluster: each gets a fresh topic, which is deleted once
+its evidence is copied out, and the cluster's health is checked before the next one
+(`check`). A cluster that fails the check, or a schedule of another shape, gets a fresh
+cluster, and the reason is recorded (`boots`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faults import network
+from fixtures.cluster import Cluster, ClusterSpec
+from fixtures.errors import LogforkError
+from fixtures.releases import Release, resolve
+from fixtures.waiting import WaitTimeout, wait_until
+from observe.controller import active_controller
+from observe.state import partitions
+from runrecord.schedule import Cluster as Shape
+from runrecord.schedule import session_key
+from suites.steps import log_mark, stuck_follower
+
+
+def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> ClusterSpec:
+    """The cluster a schedule's shape asks for. Elections are the schedule's alone:
+    unclean ones only where its topic enables them (logfork's brokers never rebalance
+    leaders on their own, fixtures.config)."""
+    key = session_key(shape.mode)
+
+    def configs(config: Any) -> dict[str, Any]:
+        values = {
+            "replica.lag.time.max.ms": config.replica_lag_time_max_ms,
+            key: config.session_timeout_ms,
+            "replica.high.watermark.checkpoint.interval.ms": config.hw_checkpoint_interval_ms,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+    nodes = {f"b{b}": configs(c) for b, c in shape.node_config.items()}
+    if shape.mode == "kraft":
+        # The active controller fences a broker after its own broker.session.timeout.ms.
+        fence = {key: shape.broker_config.session_timeout_ms}
+        nodes.update({f"c{i}": fence for i in range(1, shape.controllers + 1)})
+    return ClusterSpec(
+        kafka,
+        shape.mode,
+        brokers=shape.brokers,
+        controllers=shape.controllers if shape.mode == "kraft" else 1,
+        controller=shape.controller if shape.mode == "zk" else None,
+        broker_config={**configs(shape.broker_config), "unclean.leader.election.enable": False},
+        node_config=nodes,
+        base_image=base_image,
+    )
+
+
+def shape_key(shape: Shape) -> tuple[Any, ...]:
+    """What two schedules must share to share a cluster."""
+    return (
+        shape.mode,
+        shape.brokers,
+        shape.controller,
+        shape.controllers,
+        shape.broker_config,
+        tuple(sorted(shape.node_config.items())),
+    )
+
+
+@dataclass
+class Boot:
+    """One cluster started: why, and for which schedule."""
+
+    reason: str
+    schedule: str
+    seconds: float
+    run_dir: str
+
+
+@dataclass
+class Bench:
+    kafka: str
+    root: Path  # clusters go to root/clusters/<run id>/
+    base_image: str | None = None
+    reuse: bool = True
+    cluster: Cluster | None = None
+    boots: list[Boot] = field(default_factory=list)
+    _key: tuple[Any, ...] | None = None
+    _retire: str | None = None  # why the running cluster must not be used again
+    _release: Release | None = None
+
+    @property
+    def release(self) -> Release:
+        """The release (resolved once: an unknown one raises SetupError here)."""
+        if self._release is None:
+            self._release = resolve(self.kafka).release
+        return self._release
+
+    def __enter__(self) -> Bench:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            cluster.close()
+
+    def retire(self, reason: str) -> None:
+        """The running cluster is not used again; the next schedule gets a fresh one."""
+        self._retire = self._retire or reason
+
+    def acquire(self, shape: Shape, schedule: str) -> tuple[Cluster, str | None]:
+        """A cluster of the shape: the running one if it may serve, else a fresh one.
+        Returns it and, for a fresh one, why it was started."""
+        key = shape_key(shape)
+        reason = None
+        if self.cluster is None:
+            reason = "first schedule"
+        elif not self.reuse:
+            reason = "no reuse (--fresh)"
+        elif self._retire is not None:
+            reason = self._retire
+        elif key != self._key:
+            reason = "another cluster shape"
+        if reason is None:
+            assert self.cluster is not None
+            return self.cluster, None
+        self.close()
+        self._retire, self._key = None, key
+        cluster = Cluster(cluster_spec(self.kafka, shape, self.base_image))
+        cluster.run_dir = (self.root / "clusters" / cluster.run_id).resolve()
+        started = time.monotonic()
+        cluster.__enter__()  # closes itself if it fails to boot
+        self.cluster = cluster
+        self.boots.append(Boot(reason, schedule, time.monotonic() - started, str(cluster.run_dir)))
+        return cluster, reason
+
+    def marks(self) -> dict[int, int]:
+        """Where each broker's log ends now: what a schedule logs comes after."""
+        assert self.cluster is not None
+        return {b: log_mark(node) for b, node in self.cluster.brokers.items()}
+
+    def put_away(self, topic: str, marks: dict[int, int], timeout: float = 60.0) -> None:
+        """After a schedule: delete its topic, then check the cluster's health; a cluster
+        that fails is retired, with the reason."""
+        cluster = self.cluster
+        if cluster is None or self._retire is not None:
+            return
+        try:
+            cluster.admin().delete_topics([topic], operation_timeout=30)[topic].result(timeout)
+            wait_until(
+                lambda: [tp for tp in partitions(cluster) if tp[0] == topic],
+                lambda left: not left,
+                what=f"topic {topic} deleted",
+                timeout=timeout,
+            )
+        except (WaitTimeout, LogforkError, OSError) as exc:
+            self.retire(f"topic {topic} could not be deleted: {exc}")
+            return
+        except Exception as exc:  # noqa: BLE001 - KafkaException carries the broker's reason
+            self.retire(f"topic {topic} could not be deleted: {exc}")
+            return
+        reason = check(cluster, marks)
+        if reason is not None:
+            self.retire(reason)
+
+
+def check(cluster: Cluster, marks: dict[int, int], timeout: float = 30.0) -> str | None:
+    """Why the cluster may not serve the next schedule, or None: every broker running and
+    registered, no cut left, the controller where the shape put it, and (before 2.3) no
+    follower whose replication stopped: KAFKA-6361 kills the fetcher thread of every
+    partition it fetches from that leader, so later topics would never replicate; from
+    2.3 only the partition is marked failed (KIP-461), and it goes with its topic."""
+    for b, node in sorted(cluster.brokers.items()):
+        if node.status() != "running":
+            return f"broker {b} is {node.status()}"
+    try:
+        wait_until(
+            cluster.registered_brokers,
+            lambda ids: ids >= set(cluster.brokers),
+            what="every broker registered",
+            timeout=timeout,
+            describe=sorted,
+        )
+    except WaitTimeout as exc:
+        return str(exc)
+    for node in cluster.nodes.values():
+        if network.rules_in(node):
+            return f"{node.name} still holds iptables rules: {network.rules_in(node)}"
+    wanted = cluster.spec.controller
+    try:
+        controller = active_controller(cluster)
+    except Exception as exc:  # noqa: BLE001 - no controller at all
+        return f"no active controller: {exc}"
+    if cluster.mode == "zk" and wanted is not None and controller.node_id != wanted:
+        return f"the controller moved from broker {wanted} to {controller.name}"
+    if cluster.release.at_least(2, 3):
+        return None  # KIP-461: a failed partition no longer stops its fetcher thread
+    for b in sorted(cluster.brokers):
+        found = stuck_follower(cluster, b, None, since=marks.get(b, 0))
+        if found is not None:
+            return f"broker {b}'s replication stopped: {found[1]}"
+    return None

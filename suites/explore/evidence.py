@@ -1,0 +1,48 @@
+"""A schedule's evidence, copied out of a cluster that other schedules share, into the
+schedule's own run directory: its topic's partition dirs, the checkpoint files and
+meta.properties beside them, the KRaft metadata log, each node's config, and what each
+node logged while the schedule ran. Its audit and report then speak of that schedule
+only; the cluster's own dirs are left as they are."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from checkers.metadata_log import METADATA_TOPICS
+from fixtures.cluster import Cluster
+from fixtures.config import log_dir_name
+from runrecord.rundir import RunDir
+
+
+def _wanted(entry: Path, topic: str) -> bool:
+    if entry.is_file():
+        return True  # meta.properties, the offset checkpoints, bootstrap.checkpoint
+    name, _, part = entry.name.rpartition("-")
+    return part.isdigit() and (name == topic or name in METADATA_TOPICS)
+
+
+def copy_evidence(cluster: Cluster, topic: str, run: RunDir, marks: dict[str, int]) -> None:
+    """Copy what judges the schedule into `run`; `marks` are where each node's log stood
+    (by node name) when the schedule began."""
+    for name, node in cluster.nodes.items():
+        if node.role.name == "zookeeper":
+            continue
+        for i, log_dir in enumerate(node.log_dirs):
+            target = run.node_dir(name) / log_dir_name(i)
+            target.mkdir(parents=True, exist_ok=True)
+            for entry in sorted(log_dir.iterdir()) if log_dir.is_dir() else []:
+                if not _wanted(entry, topic):
+                    continue
+                if entry.is_dir():
+                    shutil.copytree(entry, target / entry.name, dirs_exist_ok=True)
+                else:
+                    shutil.copy2(entry, target / entry.name)
+        if node.config_dir.is_dir():
+            shutil.copytree(node.config_dir, run.node_dir(name) / "config", dirs_exist_ok=True)
+        logs = run.node_dir(name) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        if node.log_file.is_file():
+            with node.log_file.open("rb") as f:
+                f.seek(marks.get(name, 0))
+                (logs / node.log_file.name).write_bytes(f.read())

@@ -1,0 +1,327 @@
+"""`logfork explore`: draw schedules from a seed, rank them by the divergence the protocol
+model predicts, run the promising ones first on real brokers (one cluster reused while it
+stays healthy), record the model's prediction beside every real outcome, and shrink every
+violation found to a minimal schedule that fails again on every re-run.
+
+Files, under the explore run's directory:
+
+    explore.json               every schedule, finding and cluster boot (runrecord.explore)
+    schedules/NNN.json         every schedule run, in running order
+    runs/NNN-.../              each schedule's run directory (a scenario's layout)
+    findings/K-<kind>.json     each finding's minimal schedule
+    shrink/K/NNN-.../          the real runs of each shrinking
+    report/explore.html        the index: every schedule, each finding's report linked
+    clusters/<run id>/         the clusters' own dirs (logs, data)
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from checkers.simulate import simulate
+from runrecord.explore import (
+    EXPLORE_JSON,
+    ClusterBoot,
+    ExploreFinding,
+    ExploreRecord,
+    ScheduleEntry,
+)
+from runrecord.outcome import Outcome
+from runrecord.schedule import Schedule, write_schedule
+from runrecord.typed import write_json
+from suites.explore.bench import Bench
+from suites.explore.generate import DrawOptions, draw, explore_shape
+from suites.explore.guide import Candidate, evaluate, plan
+from suites.explore.runner import ScheduleRun, run_schedule
+from suites.explore.shrink import ShrinkResult, shrink, simulated_runner
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class ExploreOptions:
+    kafka: str
+    seed: int
+    mode: str | None = None
+    budget: int | None = None
+    minutes: float | None = None
+    unclean: bool = False
+    guided: bool = True
+    pool: int = 400  # candidates the model ranks (at least the budget)
+    shrink_runs: int = 24  # real runs for each shrinking, confirmations included
+    shrink_findings: int = 3  # findings shrunk (the first of each kind first)
+    reuse: bool = True
+    report: bool = True
+    base_image: str | None = None
+    out: Path = Path("runs")
+    command: str = ""
+
+
+@dataclass
+class Explorer:
+    options: ExploreOptions
+    out: Path
+    record: ExploreRecord
+    bench: Bench
+    say: Say
+    failing: list[tuple[ScheduleEntry, Schedule, ScheduleRun]] = field(default_factory=list)
+    deadline: float | None = None
+
+    # -- the search ------------------------------------------------------------------------
+
+    def candidates(self, draw_options: DrawOptions) -> Iterator[Candidate]:
+        """The ranked pool, then (a time budget outlasting it) more candidates as drawn."""
+        o = self.options
+        protocol = draw_options.protocol
+        pool = max(o.pool, o.budget or 0)
+        started = time.monotonic()
+        ranked = plan(o.seed, pool, protocol, draw_options, guided=o.guided)
+        how = "ranked by the model's search" if o.guided else "in drawing order (no guidance)"
+        self.say(f"{len(ranked)} candidates {how} in {time.monotonic() - started:.1f}s")
+        self.record.pool = len(ranked)
+        yield from ranked
+        index = 10 * pool
+        while True:
+            yield from evaluate([draw(o.seed, index, draw_options)], protocol, first_index=index)
+            index += 1
+
+    def run_all(self, draw_options: DrawOptions) -> None:
+        for candidate in self.candidates(draw_options):
+            n = len(self.record.schedules) + 1
+            if self.options.budget is not None and n > self.options.budget:
+                return
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                self.say("time is up")
+                return
+            self.run_one(n, candidate)
+
+    def run_one(self, n: int, candidate: Candidate) -> None:
+        schedule = candidate.schedule
+        file = self.out / "schedules" / f"{n:03d}.json"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        write_schedule(file, schedule)
+        run_dir = self.out / "runs" / f"{n:03d}-{self.record.release}-{self.record.mode}"
+        run = run_schedule(
+            self.bench, schedule, run_dir, label=f"explore-{n:03d}", prediction=candidate.prediction
+        )
+        entry = entry_of(n, candidate, run, file)
+        self.record.schedules.append(entry)
+        if run.failure is not None:
+            self.failing.append((entry, schedule, run))
+            entry.report = self.report(run)
+        self.sync_boots()
+        self.say(progress_line(entry, self.options.budget))
+        self.save()
+
+    # -- shrinking -------------------------------------------------------------------------
+
+    def shrink_findings(self) -> None:
+        """Shrink the first finding of each kind, then the next ones, up to
+        `shrink_findings` of them; the others are listed with their own schedules."""
+        by_kind: dict[str, list[tuple[ScheduleEntry, Schedule, ScheduleRun]]] = {}
+        for item in self.failing:
+            by_kind.setdefault(item[0].failure or "", []).append(item)
+        groups = list(by_kind.values())
+        order = [g[i] for i in range(len(self.failing)) for g in groups if i < len(g)]
+        for k, (entry, schedule, run) in enumerate(order, start=1):
+            if k > self.options.shrink_findings:
+                self.record.findings.append(self.unshrunk(entry, "not shrunk (--shrink-findings)"))
+                continue
+            self.say(
+                f"shrinking finding {k}: schedule {entry.number} ({entry.failure}, "
+                f"{entry.steps} steps)"
+            )
+            self.record.findings.append(self.shrink_one(k, entry, schedule, run))
+            self.save()
+
+    def shrink_one(
+        self, k: int, entry: ScheduleEntry, schedule: Schedule, run: ScheduleRun
+    ) -> ExploreFinding:
+        failure = entry.failure or ""
+        protocol = run.prediction.protocol
+        runs_dir = self.out / "shrink" / f"{k}"
+        last_failing: dict[str, ScheduleRun] = {}
+
+        def real(candidate: Schedule) -> str | None:
+            number = len(list(runs_dir.glob("*"))) + 1 if runs_dir.is_dir() else 1
+            run_dir = runs_dir / f"{number:03d}-{len(candidate.steps)}-steps"
+            got = run_schedule(self.bench, candidate, run_dir, label=f"shrink-{k}")
+            self.record.shrink_runs += 1
+            self.say(
+                f"  shrink {k}.{number}: {len(candidate.steps)} steps: "
+                f"{got.failure or got.outcome.value} ({got.seconds:.0f}s)"
+            )
+            if got.failure is not None:
+                last_failing[_key(candidate)] = got
+            self.sync_boots()
+            return got.failure
+
+        start, seen = schedule, failure
+        if entry.agree and run.comparison is not None:
+            # The model saw it coming: shrink on the model first (no cluster), and start
+            # from its minimal schedule once the brokers confirm it.
+            model = shrink(schedule, simulated_runner(protocol), budget=2000, confirm=1)
+            if model.reproducible and len(model.minimal.steps) < len(schedule.steps):
+                self.say(f"  the model shrinks it to {len(model.minimal.steps)} steps")
+                start, seen = model.minimal, None
+
+        def screen(candidate: Schedule) -> str | None:
+            predicted = simulate(candidate, protocol).failure()
+            if predicted == failure:
+                return None
+            return f"the model predicts {predicted or 'no finding'}"
+
+        prescreen = screen if entry.agree else None
+        result = shrink(
+            start,
+            real,
+            budget=self.options.shrink_runs,
+            confirm=2,
+            prescreen=prescreen,
+            seen=seen,
+        )
+        if not result.reproducible and start is not schedule:
+            self.say("  the brokers did not confirm the model's minimal: shrinking the original")
+            budget = self.options.shrink_runs
+            result = shrink(
+                schedule, real, budget=budget, confirm=2, prescreen=prescreen, seen=failure
+            )
+        return self.finding(k, entry, result, last_failing.get(_key(result.minimal)))
+
+    def finding(
+        self, k: int, entry: ScheduleEntry, result: ShrinkResult, run: ScheduleRun | None
+    ) -> ExploreFinding:
+        failure = entry.failure or "finding"
+        if not result.reproducible:
+            return self.unshrunk(entry, "did not fail again when re-run (flaky)", result.runs)
+        file = self.out / "findings" / f"{k}-{failure.replace('@', '-')}.json"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        # Shrunk from the explored schedule, whether or not the model shrank it first.
+        origin = {**result.minimal.origin, "shrunk_from_steps": entry.steps}
+        write_schedule(file, replace(result.minimal, origin=origin))
+        report = self.report(run) if run is not None else entry.report
+        return ExploreFinding(
+            failure,
+            entry.number,
+            entry.schedule_file,
+            str(file),
+            len(result.minimal.steps),
+            True,
+            result.runs,
+            self.replay_command(file),
+            report,
+            run.verdict.summary if run is not None else entry.summary,
+        )
+
+    def unshrunk(self, entry: ScheduleEntry, why: str, runs: int = 0) -> ExploreFinding:
+        return ExploreFinding(
+            entry.failure or "finding",
+            entry.number,
+            entry.schedule_file,
+            entry.schedule_file,
+            entry.steps,
+            False,
+            runs,
+            self.replay_command(Path(entry.schedule_file)),
+            entry.report,
+            f"{why}: {entry.summary}",
+        )
+
+    # -- records ---------------------------------------------------------------------------
+
+    def replay_command(self, file: Path) -> str:
+        args = ["logfork", "replay", str(file), "--kafka-version", self.options.kafka]
+        args += ["--kafka-mode", self.record.mode]
+        return shlex.join(args)
+
+    def report(self, run: ScheduleRun) -> str | None:
+        if not self.options.report or not run.verdict.outcome.has_verdict:
+            return None
+        from reports.cli import report_run
+
+        return str(report_run(run.run_dir, self.out / "report"))
+
+    def sync_boots(self) -> None:
+        self.record.boots = [
+            ClusterBoot(b.reason, b.schedule, round(b.seconds, 1), b.run_dir)
+            for b in self.bench.boots
+        ]
+
+    def save(self) -> None:
+        write_json(self.out / EXPLORE_JSON, self.record)
+        from reports.explore_page import write_explore_page
+
+        write_explore_page(self.record, self.out)
+
+
+def _key(schedule: Schedule) -> str:
+    from runrecord.schedule import dumps
+
+    return dumps(schedule)
+
+
+def entry_of(n: int, candidate: Candidate, run: ScheduleRun, file: Path) -> ScheduleEntry:
+    comparison = run.comparison
+    return ScheduleEntry(
+        number=n,
+        candidate=candidate.index,
+        steps=len(candidate.schedule.steps),
+        skipped=sum(1 for s in run.steps if s.status == "skipped"),
+        outcome=run.outcome,
+        failure=run.failure,
+        summary=run.verdict.summary,
+        predicted=run.prediction.failure(),
+        prediction=run.prediction.summary(),
+        agree=comparison.agree if comparison is not None else None,
+        seconds=round(run.seconds, 1),
+        waits=round(run.waits, 1),
+        run_dir=str(run.run_dir),
+        schedule_file=str(file),
+        score=candidate.score,
+        fresh_cluster=run.fresh_cluster,
+    )
+
+
+def progress_line(e: ScheduleEntry, budget: int | None) -> str:
+    of = f"/{budget}" if budget else ""
+    verdict = e.failure or ("held" if e.outcome == Outcome.CONSISTENT else e.outcome.value)
+    if e.agree is None:
+        model = f"model: {e.predicted or 'no finding'}"
+    else:
+        model = f"model {'agrees' if e.agree else 'DISAGREES'} ({e.predicted or 'no finding'})"
+    skipped = f", {e.skipped} skipped" if e.skipped else ""
+    fresh = f"  [fresh cluster: {e.fresh_cluster}]" if e.fresh_cluster else ""
+    return f"[{e.number}{of}] {e.steps} steps{skipped}  {verdict}  {model}  {e.seconds:.0f}s{fresh}"
+
+
+def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:
+    n = len(record.schedules)
+    judged = record.judged
+    agreed = sum(1 for e in judged if e.agree)
+    rate = n / (elapsed / 60) if elapsed > 0 else 0.0
+    pct = f"{100 * agreed / len(judged):.1f} %" if judged else "n/a"
+    shrinking = f", then {record.shrink_runs} shrinking run(s)" if record.shrink_runs else ""
+    lines = [
+        f"explore: {n} schedules in {elapsed / 60:.1f} min ({rate:.2f} schedules/min)"
+        f"{shrinking}; {len(record.findings)} finding(s); model agreed on {agreed} of "
+        f"{len(judged)} judged ({pct}), {len(record.disagreements)} disagreement(s); "
+        f"{len(record.boots)} cluster boot(s)"
+    ]
+    for e in record.disagreements:
+        lines.append(
+            f"disagreement: schedule {e.number}: model {e.predicted or 'no finding'}, brokers "
+            f"{e.failure or 'held'}: replay: {e.schedule_file}"
+        )
+    return lines
+
+
+def default_mode(modes: tuple[str, ...], wanted: str | None) -> str:
+    return wanted or ("zk" if "zk" in modes else "kraft")
+
+
+def draw_options(options: ExploreOptions, mode: str, protocol: object) -> DrawOptions:
+    return explore_shape(DrawOptions(unclean=options.unclean, mode=mode, protocol=protocol))  # type: ignore[arg-type]

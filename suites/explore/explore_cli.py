@@ -1,0 +1,189 @@
+"""`logfork explore --kafka-version V [--kafka-mode M] --seed S (--budget N | --minutes M)
+[--unclean] [--out DIR]`: find divergences nobody scripted, and shrink each to a minimal
+schedule anyone can replay.
+
+Prints a line per schedule (number, steps, verdict, the model's agreement, seconds), a
+`replay: FILE` line with the full `logfork replay` command per finding, and a summary
+(schedules per minute, findings, disagreements). Exits 1 when an invariant was violated,
+0 when nothing was found, 2 when it could not run. Ctrl-C stops it, removes its clusters
+and prints the best finding so far. See suites/explore/explore.py for where files go.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from fixtures.cleanup import Terminated
+from fixtures.errors import SetupError
+from fixtures.releases import resolve
+from runrecord.explore import ExploreRecord
+from suites.explore.bench import Bench
+from suites.explore.explore import (
+    ExploreOptions,
+    Explorer,
+    default_mode,
+    draw_options,
+    summary_lines,
+)
+
+HELP = "draw, rank, run and shrink fault schedules on real brokers"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kafka-mode", choices=("zk", "kraft"), help="default: zk where it exists")
+    parser.add_argument("--seed", type=int, required=True, metavar="S")
+    budget = parser.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--budget", type=int, metavar="N", help="run N schedules for real")
+    budget.add_argument(
+        "--minutes",
+        type=float,
+        metavar="M",
+        help="run schedules for M minutes (findings are shrunk after that)",
+    )
+    parser.add_argument(
+        "--unclean",
+        action="store_true",
+        help="let schedules enable unclean leader election and draw unclean elections",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="the explore run's directory (default: runs/explore-...)"
+    )
+    parser.add_argument(
+        "--no-guidance",
+        action="store_true",
+        help="run candidates in drawing order, without the model's ranking",
+    )
+    parser.add_argument(
+        "--pool", type=int, default=400, metavar="N", help="candidates the model ranks (400)"
+    )
+    parser.add_argument(
+        "--shrink-runs",
+        type=int,
+        default=24,
+        metavar="N",
+        help="real runs for shrinking one finding, confirmations included (24)",
+    )
+    parser.add_argument(
+        "--shrink-findings",
+        type=int,
+        default=3,
+        metavar="N",
+        help="findings to shrink, the first of each kind first (3)",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="a fresh cluster for every schedule (no reuse)",
+    )
+    parser.add_argument("--no-report", action="store_true", help="no HTML reports")
+
+
+def options_of(args: argparse.Namespace) -> ExploreOptions:
+    if args.budget is not None and args.budget < 1:
+        raise SetupError("--budget must be at least 1")
+    if args.minutes is not None and args.minutes <= 0:
+        raise SetupError("--minutes must be above 0")
+    return ExploreOptions(
+        kafka=args.kafka_version,
+        seed=args.seed,
+        mode=args.kafka_mode,
+        budget=args.budget,
+        minutes=args.minutes,
+        unclean=args.unclean,
+        guided=not args.no_guidance,
+        pool=args.pool,
+        shrink_runs=args.shrink_runs,
+        shrink_findings=args.shrink_findings,
+        reuse=not args.fresh,
+        report=not args.no_report,
+        base_image=args.base_image,
+        command=shlex.join(["logfork", *sys.argv[1:]]),
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    options = options_of(args)
+    release = resolve(options.kafka).release
+    mode = default_mode(release.modes, options.mode)
+    if mode not in release.modes:
+        has = " and ".join(release.modes)
+        raise SetupError(f"Kafka {release} has no {mode} mode (it has {has})")
+    stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
+    out = Path(args.out or f"runs/explore-{release}-{mode}-seed{options.seed}-{stamp}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    record = ExploreRecord(
+        str(release),
+        mode,
+        options.seed,
+        options.unclean,
+        options.guided,
+        options.budget,
+        options.minutes,
+        started,
+        options.command,
+    )
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    say(
+        f"explore Kafka {release} ({mode}), seed {options.seed}, "
+        f"{'unclean elections allowed' if options.unclean else 'clean elections only'} "
+        f"({release.protocol.rules}) -> {out}"
+    )
+    clock = time.monotonic()
+    with Bench(options.kafka, out, base_image=options.base_image, reuse=options.reuse) as bench:
+        explorer = Explorer(options, out, record, bench, say)
+        if options.minutes is not None:
+            explorer.deadline = clock + 60 * options.minutes
+        try:
+            explorer.run_all(draw_options(options, mode, release.protocol))
+            record.searching = round(time.monotonic() - clock, 1)
+            explorer.shrink_findings()
+        except (KeyboardInterrupt, Terminated):
+            record.interrupted = True
+            record.finished = time.time()
+            explorer.save()
+            say(best_so_far(record))
+            raise
+        record.finished = time.time()
+        explorer.save()
+    for line in summary_lines(record, record.searching):
+        say(line)
+    for f in record.findings:
+        shrunk = (
+            f"shrunk to {f.steps} steps in {f.runs} runs"
+            if f.reproducible
+            else f.summary.split(":")[0]
+        )
+        say(f"finding: {f.failure} (schedule {f.number}, {shrunk})")
+        say(f"replay: {f.replay}")
+    say(f"index: {out / 'report' / 'explore.html'}")
+    return 1 if record.findings else 0
+
+
+def best_so_far(record: ExploreRecord) -> str:
+    """What an interrupted run found, best first: a shrunk finding, else a failing
+    schedule as it ran."""
+    shrunk = [f for f in record.findings if f.reproducible]
+    if shrunk:
+        best = min(shrunk, key=lambda f: f.steps)
+        return (
+            f"interrupted; best finding so far: {best.failure} in {best.steps} steps: "
+            f"replay: {best.replay}"
+        )
+    failing = [e for e in record.schedules if e.failure is not None]
+    if failing:
+        e = min(failing, key=lambda x: x.steps)
+        return (
+            f"interrupted; best finding so far (not shrunk): {e.failure} in schedule {e.number} "
+            f"({e.steps} steps): replay: logfork replay {e.schedule_file} --kafka-version "
+            f"{record.release} --kafka-mode {record.mode}"
+        )
+    return f"interrupted after {len(record.schedules)} schedule(s); nothing found so far"

@@ -1,0 +1,206 @@
+"""The invariants a schedule is judged by, once everything is healed and the cluster had
+time to converge. Pure: it reads what the run observed (convergence, the audit of the logs
+on disk, the history check of acknowledged writes, the partition's state history, what
+each power loss dropped) and says which invariant failed, where, and by which rule.
+
+Per partition, in this order:
+
+1. A follower that cannot make progress after the heal is "stuck": the replicas did not
+   converge and nothing changed for the stall time; its log says why, where it does
+   (KAFKA-6361, n < 20: the fetcher thread dies on out-of-order offsets before 2.3; a
+   broker halted rather than truncate). A partition that converged is not stuck, whatever
+   its followers logged on the way (from 2.3 a partition marked failed resumes with its
+   next leader change, KIP-461).
+2. Replicas converge: no divergence on disk.
+3. No acknowledged acks=all write is lost, unless a rule allows it:
+   - an unclean election, where the topic enables them, may lose acknowledged writes;
+   - power loss (KIP-966): in ZooKeeper mode and in KRaft before 4.1 no broker handles an
+     unclean shutdown, so a replica that lost its unflushed tail rejoins the ISR and may
+     lead: a loss of writes only unflushed tails held is "last replica standing",
+     allowed. KRaft from 4.1 (eligible leader replicas on for new clusters) removes a
+     broker restarted after an unclean shutdown from the ISR and ELR (KAFKA-15586,
+     KAFKA-18635): a loss is then a finding unless the state history shows an unclean or
+     last-known-leader election (leader recovery state RECOVERING).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkers.protocol import RecoveryState
+from fixtures.releases import Release
+from runrecord.replay import BACKGROUND, DIVERGED, LOST, STUCK, Judgement
+
+SCHEDULE_PARTITION = 0  # the partition the schedule's steps write to; the model's
+BACKGROUND_PARTITION = 1  # the background workload's
+
+
+@dataclass(frozen=True)
+class StateSeen:
+    """One observed state of a partition (observe.state.PartitionState, in short)."""
+
+    leader: int
+    isr: tuple[int, ...]
+    recovery_state: RecoveryState = RecoveryState.RECOVERED
+
+
+@dataclass
+class Observed:
+    """What a run observed of one partition after the heal."""
+
+    converged: bool
+    stuck_lines: dict[int, str] = field(default_factory=dict)  # broker -> log line
+    stalled: bool = False
+    isr: list[int] = field(default_factory=list)
+    log_end_offsets: dict[int, int] = field(default_factory=dict)
+    audit_status: str = "consistent"
+    diverged_at: int | None = None
+    below_high_watermark: bool = False
+    durable_lost: list[int] = field(default_factory=list)  # offsets of lost acks=all writes
+    dropped: list[tuple[int, int]] = field(default_factory=list)  # power loss [from, to)
+    states: list[StateSeen] = field(default_factory=list)
+
+
+def unclean_elections(states: Sequence[StateSeen]) -> int:
+    """Leaders that came from outside the ISR before them (the controller's unclean
+    election), as the state history shows them."""
+    count = 0
+    for before, after in itertools.pairwise(states):
+        new = after.leader
+        if new >= 0 and new != before.leader and new not in before.isr:
+            count += 1
+    return count
+
+
+def recovering(states: Sequence[StateSeen]) -> bool:
+    """An unclean or last-known-leader election in KRaft marks the partition RECOVERING
+    (KIP-704)."""
+    return any(s.recovery_state == RecoveryState.RECOVERING for s in states)
+
+
+def elr_on(release: Release, mode: str) -> bool:
+    """Eligible leader replicas (KIP-966) are on for new KRaft clusters from 4.1."""
+    return mode == "kraft" and release.at_least(4, 1)
+
+
+def loss_rule(
+    seen: Observed, *, release: Release, mode: str, unclean_enabled: bool
+) -> tuple[bool, str]:
+    """Whether the partition's lost acks=all writes are allowed, and the rule that says so."""
+    lost = seen.durable_lost
+    if unclean_enabled and unclean_elections(seen.states):
+        return True, (
+            "unclean election: the topic enables unclean.leader.election.enable and the "
+            "state history shows a leader elected from outside the ISR, which may lose "
+            "acknowledged writes"
+        )
+    if seen.dropped:
+        if elr_on(release, mode):
+            if unclean_elections(seen.states) or recovering(seen.states):
+                return True, (
+                    "KIP-966 (KRaft 4.1+, eligible leader replicas on): a broker restarted "
+                    "after an unclean shutdown leaves the ISR and ELR (KAFKA-15586, "
+                    "KAFKA-18635); the state history shows an unclean or last-known-leader "
+                    "election, which may lose acknowledged writes"
+                )
+            return False, (
+                "KIP-966 (KRaft 4.1+, eligible leader replicas on): a broker restarted after "
+                "an unclean shutdown leaves the ISR and ELR (KAFKA-15586, KAFKA-18635), and "
+                "the state history shows no unclean or last-known-leader election, so no "
+                "acknowledged acks=all write may be lost to a power loss"
+            )
+        where = "ZooKeeper mode" if mode == "zk" else f"KRaft {release} (before 4.1)"
+        if all(any(lo <= off < hi for lo, hi in seen.dropped) for off in lost):
+            return True, (
+                f"last replica standing: {where} has no unclean-shutdown handling (KIP-966 "
+                "acts from KRaft 4.1), so a replica that lost its unflushed tail to a power "
+                "loss rejoins the ISR and may lead; the lost writes were all in tails a "
+                "power loss dropped"
+            )
+        return False, (
+            f"last replica standing ({where}) allows losing only writes a power loss "
+            "dropped; these were not all in a dropped tail"
+        )
+    return False, "unclean elections disabled: no acknowledged acks=all write may be lost"
+
+
+def judge_partition(
+    seen: Observed, *, release: Release, mode: str, unclean_enabled: bool
+) -> tuple[str | None, str, str | None]:
+    """(finding kind or None, one line, the loss rule that decided, if one did)."""
+    if not seen.converged and (seen.stuck_lines or seen.stalled):
+        if seen.stuck_lines:
+            b, line = sorted(seen.stuck_lines.items())[0]
+            why = f"broker {b}'s log: {line}"
+        else:
+            why = (
+                f"nothing changed for the stall time: ISR {seen.isr}, log end offsets "
+                f"{seen.log_end_offsets}"
+            )
+        return STUCK, f"a follower cannot make progress after the heal ({why})", None
+    if seen.audit_status == "diverged":
+        where = "below" if seen.below_high_watermark else "above"
+        return (
+            DIVERGED,
+            f"replicas diverged at offset {seen.diverged_at} ({where} the high watermark)",
+            None,
+        )
+    rule: str | None = None
+    if seen.durable_lost:
+        allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
+        lost = f"{len(seen.durable_lost)} acknowledged acks=all write(s) lost"
+        if not allowed:
+            return LOST, f"{lost} (offsets {seen.durable_lost[:10]}): {rule}", rule
+        return None, f"replicas converged; {lost}, allowed: {rule}", rule
+    return None, "replicas converged; no acknowledged acks=all write lost", None
+
+
+def judge(
+    partitions: Mapping[int, Observed],
+    *,
+    release: Release,
+    mode: str,
+    unclean_enabled: bool,
+    exited: Mapping[int, str] | None = None,
+) -> Judgement:
+    """The schedule's judgement: its own partition's finding first, then the background
+    partition's (its kind carries BACKGROUND)."""
+    kinds: dict[int, str | None] = {}
+    lines: dict[int, str] = {}
+    rules: dict[int, str | None] = {}
+    for p, seen in sorted(partitions.items()):
+        kinds[p], lines[p], rules[p] = judge_partition(
+            seen, release=release, mode=mode, unclean_enabled=unclean_enabled
+        )
+    evidence: dict[str, Any] = {"partitions": {str(p): _evidence(s) for p, s in partitions.items()}}
+    if exited:
+        evidence["exited"] = {str(b): why for b, why in exited.items()}
+    for p in sorted(kinds, key=lambda x: x != SCHEDULE_PARTITION):
+        if kinds[p] is not None:
+            failure = kinds[p] if p == SCHEDULE_PARTITION else f"{kinds[p]}{BACKGROUND}"
+            where = "" if p == SCHEDULE_PARTITION else " (the background workload's partition)"
+            return Judgement(
+                failure, f"partition {p}{where}: {lines[p]}", p, rules[p], evidence, kinds
+            )
+    rule = next((r for r in rules.values() if r), None)
+    summary = "; ".join(f"partition {p}: {lines[p]}" for p in sorted(lines))
+    return Judgement(None, summary, None, rule, evidence, kinds)
+
+
+def _evidence(seen: Observed) -> dict[str, Any]:
+    return {
+        "converged": seen.converged,
+        "stalled": seen.stalled,
+        "stuck": {str(b): line for b, line in seen.stuck_lines.items()},
+        "isr": seen.isr,
+        "log_end_offsets": {str(b): v for b, v in seen.log_end_offsets.items()},
+        "audit": seen.audit_status,
+        "diverged_at": seen.diverged_at,
+        "durable_lost": seen.durable_lost[:100],
+        "dropped_by_power_loss": [list(r) for r in seen.dropped],
+        "unclean_elections": unclean_elections(seen.states),
+        "recovering": recovering(seen.states),
+    }

@@ -1,0 +1,126 @@
+"""`logfork replay FILE --kafka-version V [--kafka-mode M]`: one schedule against a fresh
+cluster, judged as a scenario is, with the protocol model's prediction beside the brokers'
+outcome.
+
+Exit codes: 0 every invariant held; 1 an invariant was violated (a finding); 2 logfork
+could not run (a bad file, an unknown release, no engine); 3 not reached (the cluster
+could not be brought to a state the schedule needs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+from fixtures.errors import SetupError
+from runrecord.outcome import Outcome
+from runrecord.schedule import Schedule, ScheduleError, load_schedule, validate
+from suites.explore.bench import Bench
+from suites.explore.runner import ScheduleRun, run_schedule
+
+HELP = "run one fault schedule (a JSON file) against a fresh cluster and judge it"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a schedule file (docs/schedules.md)")
+    parser.add_argument(
+        "--kafka-mode",
+        choices=("zk", "kraft"),
+        help="run the schedule in this mode instead of its own (a ZooKeeper controller "
+        "placement is dropped for KRaft)",
+    )
+    parser.add_argument(
+        "--out",
+        default="runs",
+        metavar="DIR",
+        help="where the run directory goes (default: runs/); the report goes to DIR/report/",
+    )
+    parser.add_argument("--no-report", action="store_true", help="skip the HTML report")
+
+
+def in_mode(schedule: Schedule, mode: str | None, source: str) -> Schedule:
+    """The schedule in another mode, checked as a file would be."""
+    if mode is None or mode == schedule.cluster.mode:
+        return schedule
+    cluster = replace(
+        schedule.cluster, mode=mode, controller=None, controllers=schedule.cluster.controllers
+    )
+    moved = replace(schedule, cluster=cluster)
+    try:
+        return validate(moved)
+    except ScheduleError as exc:
+        raise SetupError(f"{source} cannot run in {mode} mode: {exc}") from None
+
+
+def step_lines(run: ScheduleRun) -> list[str]:
+    """Each step as it ran, beside what the model says it would do."""
+    model = {s.index: s for s in run.prediction.steps}
+    lines = []
+    for s in run.steps:
+        m = model.get(s.index)
+        theirs = m.status if m is not None else "-"
+        note = f"  ({s.observed})" if s.observed else ""
+        mark = "" if m is None or (m.status == "skipped") == (s.status == "skipped") else "  <>"
+        lines.append(f"  {s.index:>2} {s.step:52} {s.status:8} model: {theirs}{mark}{note}")
+    return lines
+
+
+def print_outcome(run: ScheduleRun) -> None:
+    verdict = run.verdict
+    for line in step_lines(run):
+        print(line)
+    print(f"model   ({run.prediction.protocol.rules}): {run.prediction.summary()}")
+    judgement, comparison = run.judgement, run.comparison
+    if judgement is not None and comparison is not None:
+        print(f"brokers: {judgement.failure or 'held'}: {judgement.summary}")
+        if judgement.rule:
+            print(f"rule:    {judgement.rule}")
+        agree = "yes" if comparison.agree else "NO: the model or Kafka is wrong"
+        print(f"model and brokers agree: {agree}")
+    head = {
+        Outcome.CONSISTENT: "HELD",
+        Outcome.DIVERGED: "FINDING",
+        Outcome.NOT_REACHED: "NOT REACHED",
+    }.get(verdict.outcome, verdict.outcome.label)
+    print(f"{head}: {verdict.summary if judgement is None else judgement.summary}")
+
+
+def main(args: argparse.Namespace) -> int:
+    source = args.file
+    schedule = in_mode(load_schedule(source), args.kafka_mode, source)
+    out = Path(args.out)
+    stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
+    name = Path(source).stem
+    with Bench(args.kafka_version, out, base_image=args.base_image, reuse=False) as bench:
+        release = bench.release
+        if schedule.cluster.mode not in release.modes:
+            raise SetupError(
+                f"Kafka {release} has no {schedule.cluster.mode} mode (it has "
+                f"{' and '.join(release.modes)}); --kafka-mode chooses another"
+            )
+        print(
+            f"replay {source}: {len(schedule.steps)} steps on Kafka {release} "
+            f"({schedule.cluster.mode})"
+        )
+        run_dir = out / f"replay-{name}-{release}-{schedule.cluster.mode}-{stamp}"
+        started = time.monotonic()
+        run = run_schedule(bench, schedule, run_dir, label=f"replay-{name}")
+    verdict = run.verdict
+    if verdict.outcome == Outcome.SETUP_FAILED:
+        print(f"logfork: {verdict.summary} (recorded in {run.run_dir})", file=sys.stderr)
+        return verdict.exit_code
+    print_outcome(run)
+    print(f"run directory: {run.run_dir}")
+    if not args.no_report and verdict.outcome.has_verdict:
+        from reports.cli import report_run
+
+        print(f"report: {report_run(run.run_dir, out / 'report')}")
+    print(
+        f"wall time {time.monotonic() - started:.1f}s (schedule {run.seconds:.1f}s, of which "
+        f"protocol waits {run.waits:.1f}s)"
+    )
+    return verdict.exit_code  # 0 held, 1 a finding, 3 not reached

@@ -1,0 +1,414 @@
+"""One schedule on real brokers: what `logfork replay` runs once and `logfork explore` runs
+for every candidate and every shrinking step.
+
+On a cluster of the schedule's shape (suites.explore.bench, reused across schedules), a
+fresh topic with two partitions on the schedule's replicas: partition 0 holds exactly the
+produce steps' batches, so that the protocol model's offsets are the brokers'; partition 1
+takes the background workload (numbered acks=all and acks=1 writes). The steps run
+(suites.explore.actions); then everything is healed, the cluster converges, the topic's
+evidence is copied into the schedule's run directory, and the invariants are judged
+(suites.explore.judge) from the disk audit and the history checker, beside the model's
+prediction for the same partition. The run directory is a scenario's: the same report
+renders it.
+"""
+
+from __future__ import annotations
+
+import platform
+import secrets
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.audit.local import execute
+from checkers.audit.plan import plan_audit
+from checkers.simulate import Prediction, Simulator, simulate
+from fixtures.errors import LogforkError, NotReached, SetupError
+from fixtures.releases import Release
+from fixtures.waiting import Aborted, WaitTimeout
+from observe.state import StateRecorder
+from observe.timeline import Timeline
+from reports.judge import history as check_sends
+from runrecord.history import DURABLE_ACKS
+from runrecord.outcome import Outcome
+from runrecord.replay import Comparison, Judgement, StepResult
+from runrecord.run import RunInfo, Verdict
+from runrecord.rundir import ERROR_TXT, RunDir
+from runrecord.schedule import Schedule, write_schedule
+from runrecord.typed import to_json
+from suites.explore.actions import Live
+from suites.explore.bench import Bench
+from suites.explore.evidence import copy_evidence
+from suites.explore.judge import (
+    BACKGROUND_PARTITION,
+    SCHEDULE_PARTITION,
+    Observed,
+    StateSeen,
+    judge,
+)
+from suites.scenario import RunContext, ScenarioError
+from suites.steps import converge, log_mark, stuck_follower, write_batch
+from suites.workload import Background, History
+
+PARTITIONS = (SCHEDULE_PARTITION, BACKGROUND_PARTITION)
+CONVERGE_TIMEOUT = 150.0
+STALL = 30.0  # seconds without any change in ISRs or log end offsets: a stuck follower
+PROBE_TIMEOUT = 30.0
+FETCH_WAIT = 0.5  # replica.fetch.wait.max.ms, Kafka's default: a follower's fetch round
+SCHEDULE_FILE = "schedule.json"
+
+
+class Unhealthy(Exception):
+    """The cluster failed the probe at the start of a schedule: retire it and run again."""
+
+
+@dataclass
+class ScheduleRun:
+    verdict: Verdict
+    prediction: Prediction
+    run_dir: Path
+    judgement: Judgement | None = None
+    comparison: Comparison | None = None
+    steps: list[StepResult] = field(default_factory=list)
+    seconds: float = 0.0  # wall time, cluster boot excluded
+    waits: float = 0.0  # what the protocol made it wait (session timeouts, wait steps, ...)
+    fresh_cluster: str | None = None  # why a cluster was started for it
+
+    @property
+    def failure(self) -> str | None:
+        """The finding's kind, for the shrinker (None: held, or not reached)."""
+        return self.judgement.failure if self.judgement is not None else None
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.verdict.outcome
+
+
+def compare(
+    prediction: Prediction, judgement: Judgement, model: list[Any], real: list[StepResult]
+) -> Comparison:
+    """The model's failure kind for the schedule's partition beside the brokers'."""
+    actual = judgement.partitions.get(SCHEDULE_PARTITION)
+    predicted = prediction.failure()
+    differ = [
+        r.index
+        for r, m in zip(real, model, strict=False)
+        if (r.status == "skipped") != (m.status == "skipped")
+    ]
+    return Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
+
+
+def run_schedule(
+    bench: Bench,
+    schedule: Schedule,
+    run_dir: Path,
+    *,
+    label: str = "replay",
+    prediction: Prediction | None = None,
+) -> ScheduleRun:
+    """Run a schedule on the bench's cluster (a fresh one when the running one may not
+    serve) and write its run directory. A cluster that fails the probe before the steps
+    is retired and the schedule runs once more on a fresh one."""
+    release = bench.release
+    prediction = prediction or simulate(schedule, release.protocol)
+    for attempt in (1, 2):
+        try:
+            return _run(bench, schedule, run_dir, label, prediction)
+        except Unhealthy as exc:
+            bench.retire(f"the probe write failed: {exc}")
+            if attempt == 2:
+                return _not_run(
+                    schedule, run_dir, label, prediction, release, Outcome.NOT_REACHED, str(exc)
+                )
+    raise AssertionError("unreachable")
+
+
+def _not_run(
+    schedule: Schedule,
+    run_dir: Path,
+    label: str,
+    prediction: Prediction,
+    release: Release,
+    outcome: Outcome,
+    why: str,
+) -> ScheduleRun:
+    record = RunDir(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_schedule(run_dir / SCHEDULE_FILE, schedule)
+    mode = schedule.cluster.mode
+    record.write_run(
+        RunInfo(label, _title(schedule), str(release), mode, time.time(), platform.node())
+    )
+    verdict = Verdict(
+        label, str(release), mode, outcome, Outcome.CONSISTENT, why, run_dir=str(run_dir)
+    )
+    record.write_verdict(verdict)
+    return ScheduleRun(verdict, prediction, run_dir)
+
+
+def _title(schedule: Schedule) -> str:
+    return f"schedule of {len(schedule.steps)} steps (seed {schedule.seed})"
+
+
+def _run(
+    bench: Bench, schedule: Schedule, run_dir: Path, label: str, prediction: Prediction
+) -> ScheduleRun:
+    try:
+        cluster, fresh = bench.acquire(schedule.cluster, run_dir.name)
+    except SetupError as exc:
+        return _not_run(
+            schedule, run_dir, label, prediction, bench.release, Outcome.SETUP_FAILED, str(exc)
+        )
+    release = cluster.release
+    mode = cluster.mode
+    record = RunDir(run_dir.resolve())
+    record.path.mkdir(parents=True, exist_ok=True)
+    write_schedule(record.path / SCHEDULE_FILE, schedule)
+    info = RunInfo(label, _title(schedule), str(release), mode, time.time(), platform.node())
+    record.write_run(info)
+    timeline = Timeline(record.timeline_writer())
+    own_timeline, cluster.timeline = cluster.timeline, timeline
+    history = History(record.producer_writer())
+    ctx = RunContext(cluster, history, record)
+    started = time.monotonic()
+    topic = f"s-{secrets.token_hex(4)}"
+    marks = bench.marks()
+    node_marks = {name: log_mark(node) for name, node in cluster.nodes.items()}
+    timeline.phase("faults")
+    result = ScheduleRun(
+        Verdict(label, str(release), mode, Outcome.NOT_REACHED, Outcome.CONSISTENT, ""),
+        prediction,
+        record.path,
+        fresh_cluster=fresh,
+    )
+    try:
+        try:
+            _body(ctx, schedule, topic, marks, node_marks, prediction, result)
+        except (NotReached, WaitTimeout, Aborted) as exc:
+            summary = str(exc) if isinstance(exc, NotReached) else f"not reached: {exc}"
+            timeline.record("note", "not-reached", reason=summary)
+            result.verdict.summary = summary
+            bench.retire(f"the last schedule was not reached: {summary[:200]}")
+        except Unhealthy:
+            raise
+        except SetupError as exc:
+            result.verdict.outcome, result.verdict.summary = Outcome.SETUP_FAILED, str(exc)
+            bench.retire(str(exc))
+        except LogforkError as exc:
+            # A fault that could not be applied (iptables refused a rule, a release lacks
+            # an API): the schedule's state was not reached, on a cluster left unknown.
+            summary = f"not reached: {exc}"
+            timeline.record("note", "not-reached", reason=summary)
+            result.verdict.summary = summary
+            bench.retire(f"the last schedule failed: {summary[:200]}")
+        except Exception as exc:
+            (record.path / ERROR_TXT).write_text(traceback.format_exc())
+            bench.retire(f"logfork failed: {exc}")
+            raise ScenarioError(
+                f"schedule {run_dir.name} on Kafka {release} ({mode}) failed unexpectedly: "
+                f"{type(exc).__name__}: {exc}. The traceback is in {record.path / ERROR_TXT}."
+            ) from exc
+    finally:
+        cluster.timeline = own_timeline
+    if result.verdict.outcome.has_verdict:
+        with_cluster_timeline(cluster, timeline, lambda: bench.put_away(topic, marks))
+    result.seconds = time.monotonic() - started
+    # The protocol's own waits: each step's (session timeouts, wait steps, acks=all writes
+    # timing out), and one fetch round for the followers once everything is healed.
+    result.waits = sum(s.waits for s in result.steps) + FETCH_WAIT
+    verdict = result.verdict
+    verdict.run_dir = str(record.path)
+    verdict.phases = {k: v for k, v in timeline.phase_durations().items() if k != "done"}
+    verdict.details.update(
+        {
+            "schedule": SCHEDULE_FILE,
+            "steps": [to_json(s) for s in result.steps],
+            "model": prediction.to_dict(),
+            "seconds": round(result.seconds, 1),
+            "protocol_waits": round(result.waits, 1),
+            "fresh_cluster": fresh,
+        }
+    )
+    record.write_verdict(verdict)
+    info.finished, info.outcome = time.time(), verdict.outcome
+    info.as_expected, info.boot = verdict.as_expected, cluster.boot
+    record.write_run(info)
+    record.write_cluster(cluster.info())
+    return result
+
+
+def with_cluster_timeline(cluster: Any, timeline: Timeline, work: Any) -> None:
+    """Do `work` with the cluster's faults and notes recorded into `timeline`, in a phase
+    of its own (deleting the topic and checking the cluster's health)."""
+    own, cluster.timeline = cluster.timeline, timeline
+    timeline.phase("put-away")
+    try:
+        work()
+    finally:
+        cluster.timeline = own
+
+
+def _body(
+    ctx: RunContext,
+    schedule: Schedule,
+    topic: str,
+    marks: dict[int, int],
+    node_marks: dict[str, int],
+    prediction: Prediction,
+    result: ScheduleRun,
+) -> None:
+    cluster, shape = ctx.cluster, schedule.cluster
+    replicas = list(shape.replicas)
+    config: dict[str, Any] = {
+        "min.insync.replicas": shape.topic_config.min_insync_replicas,
+        "unclean.leader.election.enable": shape.topic_config.unclean_leader_election_enable,
+    }
+    if shape.topic_config.flush_messages is not None:
+        config["flush.messages"] = shape.topic_config.flush_messages
+    cluster.create_topic(topic, [replicas, replicas], config)
+    ctx.topic = topic
+    _probe(ctx, topic, replicas[0])
+    timeline = ctx.timeline
+    timeline.record(
+        "note",
+        "model",
+        protocol=prediction.protocol.value,
+        outcome=prediction.outcome.value,
+        lines=[prediction.summary(), *prediction.events],
+    )
+    writer = ctx.run.states_writer()
+    recorders = [StateRecorder(cluster, topic, p, writer).start() for p in PARTITIONS]
+    background = Background(cluster, ctx.history, topic, partition=BACKGROUND_PARTITION).start()
+    live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol))
+    try:
+        for i, step in enumerate(schedule.steps):
+            result.steps.append(live.apply(i, step))
+        timeline.phase("heal")
+        # Before 2.3 a follower that logs a stuck mark after this point stays stuck: its
+        # fetcher thread died, and no broker that is up is restarted again (the heal only
+        # restarts stopped ones). From 2.3 a failed partition resumes with its next leader
+        # change (KIP-461), so only a lack of progress decides.
+        healing = {b: log_mark(node) for b, node in cluster.brokers.items()}
+        live.heal_all()
+        background.stop(timeout=20)
+        convergence = converge(
+            ctx,
+            topic,
+            replicas,
+            timeout=CONVERGE_TIMEOUT,
+            partitions=PARTITIONS,
+            since=healing,
+            stall=STALL,
+            stop_on_stuck=not cluster.release.at_least(2, 3),
+        )
+        if not convergence.converged and not convergence.stuck:
+            for b in replicas:  # what the followers logged since the schedule began
+                found = stuck_follower(cluster, b, topic, since=marks.get(b, 0))
+                if found is not None:
+                    convergence.stuck_partitions[b], convergence.stuck[b] = found
+    finally:
+        background.stop(timeout=5)
+        states = {r.partition: r.stop() for r in recorders}
+    if not (convergence.converged or convergence.stuck or convergence.stalled):
+        raise NotReached(
+            f"the replicas of {topic} converging or stalling within {CONVERGE_TIMEOUT:.0f} s",
+            f"still changing: {convergence.partitions}",
+        )
+    timeline.phase("check")
+    copy_evidence(cluster, topic, ctx.run, node_marks)
+    observed = _observe(ctx, topic, convergence, states, live)
+    shape_topic = shape.topic_config
+    judgement = judge(
+        observed,
+        release=cluster.release,
+        mode=cluster.mode,
+        unclean_enabled=shape_topic.unclean_leader_election_enable,
+        exited=live.exited,
+    )
+    comparison = compare(prediction, judgement, prediction.steps, result.steps)
+    result.judgement, result.comparison = judgement, comparison
+    verdict = result.verdict
+    verdict.outcome = Outcome.CONSISTENT if judgement.failure is None else Outcome.DIVERGED
+    verdict.summary = judgement.summary
+    agreement = "agrees" if comparison.agree else "DISAGREES"
+    verdict.summary += (
+        f"; the model ({prediction.protocol.rules}) {agreement}: {comparison.prediction}"
+    )
+    verdict.details.update(
+        {
+            "judgement": to_json(judgement),
+            "comparison": to_json(comparison),
+            "convergence": convergence.to_dict(),
+            "power_losses": [to_json(c) for c in live.power_cuts],
+        }
+    )
+
+
+def _probe(ctx: RunContext, topic: str, leader: int) -> None:
+    """One acks=all write to the background partition, answered within PROBE_TIMEOUT: every
+    follower of the new topic fetches (a fetcher thread killed by an earlier schedule would
+    not), or the cluster is unhealthy."""
+    sends = write_batch(
+        ctx, topic, 1, to=leader, acks="all", partition=BACKGROUND_PARTITION, timeout=PROBE_TIMEOUT
+    )
+    if not all(s.ok for s in sends):
+        raise Unhealthy(f"an acks=all write to {topic}-{BACKGROUND_PARTITION}: {sends[0].error}")
+
+
+def _observe(
+    ctx: RunContext, topic: str, convergence: Any, states: dict[int, list[Any]], live: Live
+) -> dict[int, Observed]:
+    """Each partition as the judge reads it: convergence, the audit of the copied logs,
+    acknowledged acks=all writes missing from its leader's log, power losses' drops."""
+    release = ctx.cluster.release
+    sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in PARTITIONS}
+    replicas = sorted(live.assignment)
+    checks: dict[int, dict[str, Any] | None] = {}
+
+    def on_partition(tp: tuple[str, int], _replicas: Any, lineages: Any, verdict: Any) -> None:
+        if tp[0] != topic or verdict is None:
+            return
+        by_id = {lin.broker_id: lin for lin in lineages}
+        leader = states[tp[1]][-1].leader if states.get(tp[1]) else None
+        reference = by_id.get(leader) if leader is not None else None
+        checks[tp[1]] = check_sends(lineages, reference or lineages[0], sends.get(tp[1], []))
+
+    run = execute(plan_audit([ctx.run.path], topic), release.protocol, on_partition)
+    ctx.run.write_audit(run.result.to_dict())
+    verdicts = {v.partition: v for v in run.result.partitions if v.topic == topic}
+    out: dict[int, Observed] = {}
+    for p in PARTITIONS:
+        state = convergence.partitions.get(p, {})
+        v = verdicts.get(p)
+        loss = checks.get(p) or {}
+        lost = [w["offset"] for w in loss.get("lost", []) if w["acks"] in DURABLE_ACKS]
+        # A line naming no partition (before 1.0 some name the topic alone) counts for the
+        # schedule's partition.
+        stuck = {
+            b: line
+            for b, line in convergence.stuck.items()
+            if convergence.stuck_partitions.get(b, -1) == p
+            or (convergence.stuck_partitions.get(b, -1) == -1 and p == SCHEDULE_PARTITION)
+        }
+        leos = dict(state.get("leos", {}))
+        out[p] = Observed(
+            converged=sorted(state.get("isr", [])) == replicas and len(set(leos.values())) == 1,
+            stuck_lines=stuck,
+            stalled=convergence.stalled,
+            isr=list(state.get("isr", [])),
+            log_end_offsets=leos,
+            audit_status=v.status if v is not None else "consistent",
+            diverged_at=v.diverged_at if v is not None else None,
+            below_high_watermark=bool(v and v.below_high_watermark),
+            durable_lost=lost,
+            dropped=[
+                (after, before)
+                for cut in live.power_cuts
+                for q, (before, after) in cut.ends.items()
+                if q == p and after < before
+            ],
+            states=[StateSeen(s.leader, tuple(s.isr), s.recovery_state) for s in states.get(p, [])],
+        )
+    return out

@@ -1,0 +1,114 @@
+"""The invariants a schedule is judged by: a stuck follower, divergence, and acknowledged
+acks=all loss under the rules for unclean elections and power loss (KIP-966)."""
+
+from __future__ import annotations
+
+from checkers.protocol import RecoveryState
+from fixtures.releases import Release
+from runrecord.replay import BACKGROUND, DIVERGED, LOST, STUCK
+from suites.explore.judge import (
+    Observed,
+    StateSeen,
+    elr_on,
+    judge,
+    loss_rule,
+    recovering,
+    unclean_elections,
+)
+
+ZK = {"release": Release("1.1.1"), "mode": "zk"}
+KRAFT_39 = {"release": Release("3.9.2"), "mode": "kraft"}
+KRAFT_43 = {"release": Release("4.3.1"), "mode": "kraft"}
+
+
+def clean(**fields: object) -> Observed:
+    base = {"converged": True, "isr": [1, 2], "log_end_offsets": {1: 10, 2: 10}}
+    return Observed(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_everything_held() -> None:
+    j = judge({0: clean(), 1: clean()}, unclean_enabled=False, **ZK)
+    assert j.failure is None
+    assert j.partitions == {0: None, 1: None}
+    assert "no acknowledged acks=all write lost" in j.summary
+
+
+def test_a_stuck_follower_comes_before_its_divergence() -> None:
+    line = "UnexpectedAppendOffsetException: Unexpected offset in append to s-0"
+    seen = clean(converged=False, stuck_lines={2: line}, audit_status="diverged", diverged_at=11)
+    j = judge({0: seen, 1: clean()}, unclean_enabled=False, **ZK)
+    assert (j.failure, j.partition) == (STUCK, 0)
+    assert line in j.summary
+
+
+def test_a_follower_that_recovered_is_not_stuck() -> None:
+    line = "[ReplicaFetcher replicaId=1, leaderId=2] Partition s-0 marked as failed"
+    j = judge({0: clean(stuck_lines={1: line})}, unclean_enabled=False, **ZK)
+    assert j.failure is None
+    assert j.evidence["partitions"]["0"]["stuck"] == {"1": line}
+
+
+def test_no_change_for_the_stall_time_is_stuck_too() -> None:
+    seen = clean(converged=False, stalled=True, isr=[1], log_end_offsets={1: 31, 2: 15})
+    j = judge({0: seen}, unclean_enabled=False, **ZK)
+    assert j.failure == STUCK
+    assert "ISR [1]" in j.summary
+
+
+def test_divergence_and_the_background_partition() -> None:
+    j = judge({0: clean(audit_status="diverged", diverged_at=11, below_high_watermark=True)},
+              unclean_enabled=False, **ZK)  # fmt: skip
+    assert j.failure == DIVERGED
+    assert "diverged at offset 11 (below the high watermark)" in j.summary
+    j = judge({0: clean(), 1: clean(audit_status="diverged", diverged_at=40)},
+              unclean_enabled=False, **ZK)  # fmt: skip
+    assert (j.failure, j.partition) == (DIVERGED + BACKGROUND, 1)
+    assert "background workload" in j.summary
+
+
+def test_acks_all_loss_is_a_finding_with_unclean_elections_disabled() -> None:
+    j = judge({0: clean(durable_lost=[3, 4])}, unclean_enabled=False, **ZK)
+    assert j.failure == LOST
+    assert j.rule is not None and "unclean elections disabled" in j.rule
+
+
+def test_an_unclean_election_excuses_loss_only_where_enabled_and_seen() -> None:
+    states = [StateSeen(1, (1,)), StateSeen(-1, (1,)), StateSeen(2, (2,))]
+    assert unclean_elections(states) == 1
+    lost = clean(durable_lost=[5], states=states)
+    assert judge({0: lost}, unclean_enabled=True, **ZK).failure is None
+    assert judge({0: lost}, unclean_enabled=False, **ZK).failure == LOST
+    no_election = clean(durable_lost=[5], states=[StateSeen(1, (1, 2)), StateSeen(2, (2,))])
+    assert judge({0: no_election}, unclean_enabled=True, **ZK).failure == LOST
+
+
+def test_power_loss_before_kraft_41_is_last_replica_standing() -> None:
+    for target in (ZK, KRAFT_39):
+        seen = clean(durable_lost=[7, 8], dropped=[(5, 10)])
+        allowed, rule = loss_rule(seen, unclean_enabled=False, **target)  # type: ignore[arg-type]
+        assert allowed and rule.startswith("last replica standing")
+        outside = clean(durable_lost=[3], dropped=[(5, 10)])
+        allowed, rule = loss_rule(outside, unclean_enabled=False, **target)  # type: ignore[arg-type]
+        assert not allowed and "not all in a dropped tail" in rule
+
+
+def test_power_loss_on_kraft_41_needs_an_unclean_or_last_known_leader_election() -> None:
+    assert elr_on(Release("4.1.0"), "kraft") and not elr_on(Release("4.0.2"), "kraft")
+    assert not elr_on(Release("4.3.1"), "zk")
+    seen = clean(durable_lost=[7], dropped=[(5, 10)], states=[StateSeen(1, (1, 2))])
+    j = judge({0: seen}, unclean_enabled=False, **KRAFT_43)
+    assert j.failure == LOST
+    assert j.rule is not None and "KAFKA-15586" in j.rule and "no unclean" in j.rule
+    states = [StateSeen(1, (1,)), StateSeen(1, (1,), RecoveryState.RECOVERING)]
+    assert recovering(states)
+    seen = clean(durable_lost=[7], dropped=[(5, 10)], states=states)
+    j = judge({0: seen}, unclean_enabled=False, **KRAFT_43)
+    assert j.failure is None
+    assert j.rule is not None and "last-known-leader" in j.rule
+
+
+def test_a_broker_that_exited_is_evidence() -> None:
+    seen = clean(converged=False, stalled=True)
+    j = judge({0: seen}, unclean_enabled=False, exited={2: "halted"}, **ZK)
+    assert j.failure == STUCK
+    assert j.evidence["exited"] == {"2": "halted"}

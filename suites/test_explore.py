@@ -1,0 +1,78 @@
+"""`logfork replay` and `logfork explore` on real brokers.
+
+The replay runs the schedule docs/schedules.md shows (KIP-279 scenario 1, n == 20): the
+replicas diverge at offset 11 before 2.0 (KAFKA-6361) and converge from 2.0, and the model
+says so beside the brokers. The explore runs two schedules of seed 1 on a release before
+the fix and shrinks the first finding: the command CI keeps working."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from runrecord.explore import EXPLORE_JSON
+from runrecord.schedule import load_schedule
+from suites import cli
+
+EXAMPLE = Path(__file__).parent.parent / "docs" / "schedules" / "kip-279-s1-equal.json"
+
+
+def _printed(text: str, label: str) -> list[str]:
+    return re.findall(rf"^{label}: (.+)$", text, flags=re.MULTILINE)
+
+
+@pytest.mark.cluster
+def test_replay_of_the_documented_schedule(kafka_target, logfork_runs, capsys):
+    release = kafka_target.release
+    if kafka_target.mode != "zk":
+        pytest.skip("the example gives one broker its own ZooKeeper session timeout")
+    if not release.at_least(0, 11):
+        pytest.skip("KIP-279 scenario 1 needs leader epochs (KIP-101, 0.11.0)")
+    before_fix = not release.at_least(2, 0)
+    args = ["replay", str(EXAMPLE), "--kafka-version", kafka_target.kafka]
+    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
+    out = capsys.readouterr().out
+    assert code == (1 if before_fix else 0), out
+    assert "model and brokers agree: yes" in out
+    run_dir = Path(_printed(out, "run directory")[0])
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    judgement = verdict["details"]["judgement"]
+    if before_fix:
+        assert judgement["failure"] == "diverged"
+        assert judgement["evidence"]["partitions"]["0"]["diverged_at"] == 11
+    else:
+        assert judgement["failure"] is None
+    assert all(s["status"] == "done" for s in verdict["details"]["steps"])
+    assert (run_dir / "schedule.json").read_text() == EXAMPLE.read_text()
+
+
+@pytest.mark.cluster
+def test_a_small_explore_finds_and_shrinks(kafka_target, logfork_runs, capsys):
+    release = kafka_target.release
+    if kafka_target.mode != "zk" or release.at_least(2, 0) or not release.at_least(0, 11):
+        pytest.skip("the explore smoke runs on a release with leader epochs, before KIP-279")
+    out_dir = logfork_runs / f"explore-{release}-seed1"
+    args = ["explore", "--kafka-version", kafka_target.kafka, "--seed", "1", "--budget", "2"]
+    args += ["--unclean", "--out", str(out_dir), "--shrink-findings", "1", "--shrink-runs", "2"]
+    code = cli.main(args)
+    out = capsys.readouterr().out
+    record = json.loads((out_dir / EXPLORE_JSON).read_text())
+    assert len(record["schedules"]) == 2, out
+    assert len(re.findall(r"^\[\d/2\] \d+ steps", out, flags=re.MULTILINE)) == 2
+    assert all(e["outcome"] != "not-reached" for e in record["schedules"]), out
+    assert record["findings"], out  # the model ranks predicted divergences first
+    assert code == 1
+    replays = _printed(out, "replay")
+    assert len(replays) == len(record["findings"])
+    for command in replays:
+        schedule = load_schedule(command.split()[2])
+        assert command.endswith(f"--kafka-version {kafka_target.kafka} --kafka-mode zk")
+        assert len(schedule.steps) >= 1
+    first = record["findings"][0]
+    if first["reproducible"]:
+        assert first["steps"] <= 8
+    assert (out_dir / "report" / "explore.html").is_file()
+    assert "schedules/min" in out
