@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from checkers.audit import audit
+from checkers.history import check_history
 from checkers.model import TruncationResult, truncate_follower
 from checkers.verdict import PartitionVerdict
 from fixtures.cluster import Cluster, ClusterSpec
@@ -24,7 +25,7 @@ from observe.replicas import replica
 from observe.state import PartitionState, partition_state
 from runrecord.history import Send
 from suites.scenario import Finding, RunContext
-from suites.workload import delivery
+from suites.workload import delivery, read_partition
 
 
 def controller_apart(kafka: str, mode: str, **spec: Any) -> ClusterSpec:
@@ -74,6 +75,11 @@ def produce_batch(
             "linger.ms": 2000,  # keep every record in one batch until flush()
             "batch.num.messages": max(count, 1),
             "message.timeout.ms": int(timeout * 1000),
+            # One request, waited for as long as the batch may take: an acks=all write can
+            # wait for the ISR to shrink first, and a resent request would append the batch
+            # a second time (no idempotence).
+            "socket.timeout.ms": int(timeout * 1000),
+            "request.timeout.ms": int(timeout * 1000),
         }
     )
     sends: list[Send] = []
@@ -356,3 +362,51 @@ def conclude(
             f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}",
         )
     return Finding(False, f"{converged}{predicted}", details)
+
+
+def offset_ranges(offsets: list[int]) -> str:
+    """ "5-9, 12" for [5, 6, 7, 8, 9, 12]."""
+    spans: list[list[int]] = []
+    for offset in sorted(offsets):
+        if spans and offset == spans[-1][1] + 1:
+            spans[-1][1] = offset
+        else:
+            spans.append([offset, offset])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def judge_loss(
+    ctx: RunContext, topic: str, sends: list[Send], replicas: list[int], *, timeout: float = 90
+) -> tuple[bool, str, dict[str, Any]]:
+    """Both verdicts of a loss scenario, once the replicas converged: the history checker's
+    (were acknowledged writes lost, against the producer's acknowledgements) and the disk
+    audit's (do the replicas hold the same batches). Returns (bug seen, the two verdicts in
+    a sentence, details)."""
+    convergence = converge(ctx, topic, replicas, timeout=timeout)
+    if not convergence.converged:
+        raise NotReached(
+            f"replicas {replicas} converging after the faults",
+            f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}, "
+            f"stuck {convergence.stuck}",
+        )
+    verdict = judge(ctx, topic)
+    history = check_history(sends, read_partition(ctx.cluster, topic))
+    by_acks = {
+        acks: offset_ranges([w.offset for w in history.lost if w.acks == acks])
+        for acks in sorted({w.acks for w in history.lost})
+    }
+    lost = "; ".join(f"acks={acks}: offsets {spans}" for acks, spans in by_acks.items())
+    loss = f"{history.line()} ({lost})" if history.lost_count else history.line()
+    audit_line = (
+        f"disk audit: replicas diverged at offset {verdict.diverged_at}"
+        if verdict.status == "diverged"
+        else f"disk audit: replicas {sorted(verdict.replicas)} consistent"
+    )
+    details = {
+        "history": history.to_dict(),
+        "checker": verdict.to_dict(),
+        "convergence": convergence.to_dict(),
+        "lost_offsets": by_acks,
+    }
+    bug = bool(history.durable_lost) or verdict.status == "diverged"
+    return bug, f"history: {loss}; {audit_line}", details
