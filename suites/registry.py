@@ -11,6 +11,7 @@ from suites.scenarios import (
     kip_359,
     kip_595,
     kip_704,
+    kip_966,
     production_mix,
     smoke,
 )
@@ -26,6 +27,9 @@ SCENARIOS: dict[str, Scenario] = {
         kip_279_s1.LONG,
         kip_279_s3.SCENARIO,
         kip_704.SCENARIO,
+        kip_966.SCENARIO,
+        kip_966.ELR_SWITCHED_ON,
+        kip_966.LAST_KNOWN_LEADER,
         kip_359.SCENARIO,
         kip_595.FAILOVER,
         kip_595.MISMATCH,
