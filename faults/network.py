@@ -19,10 +19,10 @@ from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
 
 PROBE_SECONDS = 1  # a connection across the bridge takes milliseconds; a dropped SYN never
-_COMMENT = "logfork"
+RULE_COMMENT = "logfork"
 
 
-def _listen_port(node: Node) -> int:
+def listen_port(node: Node) -> int:
     if node.role.name == "zookeeper":
         return config.ZK_PORT
     if node.role.name == "controller":
@@ -33,11 +33,42 @@ def _listen_port(node: Node) -> int:
 def reachable(cluster: Cluster, src: Node, dst: Node) -> bool:
     """Can a TCP handshake from src to dst complete (or be refused) within a few seconds?"""
     ip = dst.ip(cluster.network_name)
-    script = f"exec 3<>/dev/tcp/{ip}/{_listen_port(dst)}"
+    script = f"exec 3<>/dev/tcp/{ip}/{listen_port(dst)}"
     result = src.exec(["timeout", str(PROBE_SECONDS), "bash", "-c", script])
     # Refused (RST) still proves the path works: the peer's kernel answered. A timeout, or
     # "no route to host", does not.
     return result.exit_code == 0 or "Connection refused" in result.output
+
+
+def insert_rules(node: Node, specs: list[list[str]]) -> list[list[str]]:
+    """Insert iptables rules in the node's namespace; all of them or, on a refusal, none."""
+    done: list[list[str]] = []
+    for spec in specs:
+        result = node.exec(["iptables", "-I", *spec])
+        if result.exit_code != 0:
+            delete_rules(node, done)
+            raise LogforkError(
+                f"iptables in {node.name} refused {' '.join(spec)}: {result.output.strip()}"
+            )
+        done.append(spec)
+    return done
+
+
+def delete_rules(node: Node, rules: list[list[str]]) -> list[str]:
+    """Delete the rules (removing each from `rules`); returns the deletions that failed."""
+    failed = []
+    if node.status() != "running":
+        # A node that was killed meanwhile took its namespace, and the rules, with it;
+        # a restarted one starts with a fresh namespace.
+        rules.clear()
+        return failed
+    for spec in list(rules):
+        result = node.exec(["iptables", "-D", *spec])
+        if result.exit_code == 0:
+            rules.remove(spec)
+        else:
+            failed.append(f"{' '.join(spec)}: {result.output.strip()}")
+    return failed
 
 
 @dataclass
@@ -72,7 +103,7 @@ class Cut:
                     "-m",
                     "comment",
                     "--comment",
-                    _COMMENT,
+                    RULE_COMMENT,
                     "-j",
                     "DROP",
                 ]
@@ -80,7 +111,7 @@ class Cut:
         specs = []
         for peer in self.peers:
             ip = peer.ip(self.cluster.network_name)
-            tag = ["-m", "comment", "--comment", _COMMENT]
+            tag = ["-m", "comment", "--comment", RULE_COMMENT]
             if self.inbound:
                 specs.append(["INPUT", "-s", ip, *tag, "-j", "DROP"])
             if self.outbound:
@@ -88,15 +119,7 @@ class Cut:
         return specs
 
     def inject(self) -> Cut:
-        for spec in self._rule_specs():
-            result = self.node.exec(["iptables", "-I", *spec])
-            if result.exit_code != 0:
-                self._remove_rules()
-                raise LogforkError(
-                    f"iptables in {self.node.name} refused {' '.join(spec)}: "
-                    f"{result.output.strip()}"
-                )
-            self.rules.append(spec)
+        self.rules = insert_rules(self.node, self._rule_specs())
         if self.port is not None:
             self._verify_port_cut()
         # TCP needs packets both ways, so any cut direction shows as a failed handshake.
@@ -127,19 +150,7 @@ class Cut:
             raise NotReached(f"{self.describe()} cut", f"{probe.name} still connects")
 
     def _remove_rules(self) -> list[str]:
-        failed = []
-        if self.node.status() != "running":
-            # A node that was killed meanwhile took its namespace, and the rules, with it;
-            # a restarted one starts with a fresh namespace.
-            self.rules.clear()
-            return failed
-        for spec in list(self.rules):
-            result = self.node.exec(["iptables", "-D", *spec])
-            if result.exit_code == 0:
-                self.rules.remove(spec)
-            else:
-                failed.append(f"{' '.join(spec)}: {result.output.strip()}")
-        return failed
+        return delete_rules(self.node, self.rules)
 
     def heal(self) -> None:
         if self.healed:
@@ -204,4 +215,4 @@ def rules_in(node: Node) -> list[str]:
     if node.status() != "running":
         return []
     out = node.exec(["iptables", "-S"]).output
-    return [line for line in out.splitlines() if _COMMENT in line]
+    return [line for line in out.splitlines() if RULE_COMMENT in line]
