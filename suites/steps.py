@@ -28,17 +28,25 @@ from suites.scenario import Finding, RunContext
 from suites.workload import delivery, read_partition
 
 
-def controller_apart(kafka: str, mode: str, **spec: Any) -> ClusterSpec:
-    """Three ZooKeeper-mode brokers: A (b1) and B (b2) hold the partitions and die on
-    purpose, with sessions short enough that the controller notices quickly; C (b3) holds
-    nothing, is the controller, and has a long session so that it never loses that role."""
+def controller_apart(
+    kafka: str,
+    mode: str,
+    *,
+    brokers: int = 3,
+    broker_config: dict[str, Any] | None = None,
+    **spec: Any,
+) -> ClusterSpec:
+    """ZooKeeper-mode brokers: the first ones hold the partitions and die on purpose, with
+    sessions short enough that the controller notices quickly; the last one (b3 of three)
+    holds nothing, is the controller, and has a long session so that it never loses that
+    role. `broker_config` adds settings for every broker."""
     return ClusterSpec(
         kafka,
         mode,
-        brokers=3,
-        controller=3,
-        broker_config={"zookeeper.session.timeout.ms": 6000},
-        node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
+        brokers=brokers,
+        controller=brokers,
+        broker_config={"zookeeper.session.timeout.ms": 6000, **(broker_config or {})},
+        node_config={f"b{brokers}": {"zookeeper.session.timeout.ms": 60000}},
         **spec,
     )
 
@@ -173,6 +181,13 @@ def await_log_line(node, match, *, since: int, what: str, timeout: float = 60.0)
     except WaitTimeout as exc:
         raise NotReached(what, str(exc.last)) from None
     return found[0]
+
+
+def log_lines(node, text: str) -> list[str]:
+    """The node's log lines that contain `text`."""
+    if not node.log_file.is_file():
+        return []
+    return [ln for ln in node.log_file.read_text(errors="replace").splitlines() if text in ln]
 
 
 # Log lines that mean a follower's replication of a partition stopped for good (until

@@ -67,14 +67,7 @@ def spec(kafka: str, mode: str, *, elr: bool = False) -> ClusterSpec:
     if mode == "zk":
         # Short sessions, so that ZooKeeper notices C's power loss quickly; the controller
         # (b4) keeps a long one and holds no replica.
-        return ClusterSpec(
-            kafka,
-            mode,
-            brokers=4,
-            controller=4,
-            broker_config={**lag, "zookeeper.session.timeout.ms": 6000},
-            node_config={"b4": {"zookeeper.session.timeout.ms": 60000}},
-        )
+        return steps.controller_apart(kafka, mode, brokers=4, broker_config=lag)
     features = {kraft.ELR_FEATURE: 1} if elr else {}
     return ClusterSpec(kafka, mode, brokers=3, broker_config=lag, features=features)
 
@@ -178,9 +171,11 @@ def _rejoin(ctx: RunContext) -> str:
     said = []
     for broker_id in halted:
         node = ctx.broker(broker_id)
-        text = node.log_file.read_text(errors="replace") if node.log_file.is_file() else ""
-        line = next((ln for ln in text.splitlines() if HALT in ln), None)
-        ctx.expect(line is not None, f"broker {broker_id} halted rather than truncate", text[-300:])
+        line = next(iter(steps.log_lines(node, HALT)), None)
+        ctx.expect(
+            line is not None, f"broker {broker_id} halted rather than truncate", node.tail_log()
+        )
+        assert line is not None
         ctx.timeline.record("note", "halted", broker=broker_id, line=line)
         process.restart(cluster, node)
         said.append(f"broker {broker_id} halted ({line[line.find(HALT) :][:120]}), then truncated")
