@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from checkers.audit import audit
+from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.history import check_history
 from checkers.model import TruncationResult, truncate_follower
 from checkers.verdict import PartitionVerdict
@@ -22,7 +23,7 @@ from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.replicas import replica
-from observe.state import PartitionState, partition_state
+from observe.state import PartitionState, partition_state, wait_state
 from runrecord.history import Send
 from suites.scenario import Finding, RunContext
 from suites.workload import delivery, read_partition
@@ -34,21 +35,61 @@ def controller_apart(
     *,
     brokers: int = 3,
     broker_config: dict[str, Any] | None = None,
+    node_config: dict[str, dict[str, Any]] | None = None,
     **spec: Any,
 ) -> ClusterSpec:
     """ZooKeeper-mode brokers: the first ones hold the partitions and die on purpose, with
     sessions short enough that the controller notices quickly; the last one (b3 of three)
     holds nothing, is the controller, and has a long session so that it never loses that
-    role. `broker_config` adds settings for every broker."""
+    role. `broker_config` adds settings for every broker, `node_config` for one."""
+    nodes = {f"b{brokers}": {"zookeeper.session.timeout.ms": 60000}}
+    for name, config in (node_config or {}).items():
+        nodes[name] = {**nodes.get(name, {}), **config}
     return ClusterSpec(
         kafka,
         mode,
         brokers=brokers,
         controller=brokers,
         broker_config={"zookeeper.session.timeout.ms": 6000, **(broker_config or {})},
-        node_config={f"b{brokers}": {"zookeeper.session.timeout.ms": 60000}},
+        node_config=nodes,
         **spec,
     )
+
+
+def checkpointed_hw(cluster: Cluster, broker_id: int, topic: str) -> int | None:
+    """The broker's high watermark of partition 0 as its replication-offset-checkpoint
+    (written every replica.high.watermark.checkpoint.interval.ms, 5 s) has it."""
+    path = cluster.broker(broker_id).data_dir / REPLICATION_OFFSET_CHECKPOINT
+    try:
+        return read_offset_checkpoint(path).get((topic, 0))
+    except Exception:  # noqa: BLE001 - mid-rewrite or absent: no value yet
+        return None
+
+
+def await_checkpointed_hw(cluster: Cluster, broker_id: int, topic: str, at_least: int) -> None:
+    try:
+        wait_until(
+            lambda: checkpointed_hw(cluster, broker_id, topic) or 0,
+            lambda hw: hw >= at_least,
+            timeout=30,
+            what=f"broker {broker_id}'s checkpointed high watermark of {topic} >= {at_least}",
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, f"{exc.last}") from None
+
+
+def next_checkpointed_hw(cluster: Cluster, broker_id: int, topic: str) -> int | None:
+    """The high watermark the broker's next checkpoint write records: what it holds now,
+    not what it held up to 5 s ago."""
+    path = cluster.broker(broker_id).data_dir / REPLICATION_OFFSET_CHECKPOINT
+    mtime = path.stat().st_mtime_ns if path.exists() else 0
+    wait_until(
+        lambda: path.stat().st_mtime_ns,
+        lambda t: t != mtime,
+        what=f"broker {broker_id}'s next high watermark checkpoint",
+        timeout=30,
+    )
+    return checkpointed_hw(cluster, broker_id, topic)
 
 
 def produce_batch(
@@ -60,10 +101,12 @@ def produce_batch(
     acks: str,
     partition: int = 0,
     timeout: float = 60.0,
+    pad: int = 0,
 ) -> list[Send]:
     """Write exactly one batch of `count` records through broker `to`, the leader as that
     broker sees it. A fresh producer bootstrapped from that broker alone is a client whose
-    metadata comes from it, as a client of a zombie leader's would."""
+    metadata comes from it, as a client of a zombie leader's would. `pad` makes each value
+    that many bytes longer (a batch large enough for a packet filter to tell apart)."""
     # The client asks `to` for metadata first; until `to` itself believes it leads, that
     # client would be sent elsewhere (to a zombie leader, say, which would accept it).
     cluster = ctx.cluster
@@ -92,7 +135,7 @@ def produce_batch(
     )
     sends: list[Send] = []
     for i in range(count):
-        value = f"{topic}-{tag}-{i}"
+        value = f"{topic}-{tag}-{i}" + "." * pad
         send = Send(topic, value, value, acks, time.time(), partition=partition, broker=to)
         sends.append(send)
         producer.produce(
@@ -134,6 +177,16 @@ def await_leader(
         )
     except WaitTimeout as exc:
         raise NotReached(what, str(exc.last)) from None
+
+
+def await_election(
+    cluster: Cluster, topic: str, leader: int | None, *, what: str, timeout: float = 90.0
+) -> PartitionState:
+    """Once the leader is gone: `leader` elected, or (None) the partition left without
+    one, since no replica may be elected."""
+    if leader is not None:
+        return await_leader(cluster, topic, leader, what=what, timeout=timeout)
+    return wait_state(cluster, topic, lambda s: s.leader == -1, what=what, timeout=timeout)
 
 
 def await_isr(
