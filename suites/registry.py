@@ -5,6 +5,7 @@ from __future__ import annotations
 from fixtures.errors import SetupError
 from suites.scenario import Scenario
 from suites.scenarios import (
+    kafka_7128,
     kip_101,
     kip_279_s1,
     kip_279_s3,
@@ -32,6 +33,7 @@ SCENARIOS: dict[str, Scenario] = {
         kip_966.ELR_SWITCHED_ON,
         kip_966.LAST_KNOWN_LEADER,
         kip_903.SCENARIO,
+        kafka_7128.SCENARIO,
         kip_359.SCENARIO,
         kip_595.FAILOVER,
         kip_595.MISMATCH,
