@@ -14,16 +14,18 @@ Following KIP-903:
      so that it stays empty, and registers: a new broker epoch.
   4. The held request is released: the controller has seen B's new registration first.
 
-From 3.7 (KIP-858) B also reports its new replica's log dir (AssignReplicasToDirs), and the
-controller's answer to that bumps the partition epoch, which alone would make the delayed
-request fail on the partition epoch. That report is held at the controller until the
-delayed request is answered, so that the request meets the check KIP-903 added.
+From 3.7 (KIP-858) B also reports its new replica's log dir (AssignReplicasToDirs), which
+the controller records as a partition change: the partition epoch moves on, and that alone
+would make the delayed request fail (INVALID_UPDATE_VERSION). That report is held at the
+controller until the delayed request is answered, so that the request meets the check
+KIP-903 added.
 
 Before KIP-903 the controller accepts it: B, empty, joins the ISR. A then fails, B is
 elected (cleanly, from the ISR) with an empty log, and A, back, truncates to it: every
-acknowledged record is gone. From 3.5 (KRaft, metadata.version 3.5-IV1+) the request carries
-the broker epoch B had when it caught up (AlterPartition v3, from Fetch v15's ReplicaState),
-the controller rejects it (INELIGIBLE_REPLICA), and A, failing, is elected again once back.
+acknowledged record is gone. From 3.5 (KRaft, metadata.version 3.5-IV1+) the request
+carries the broker epoch B had when it caught up (AlterPartition v3, from Fetch v15's
+ReplicaState; KAFKA-14617), the controller rejects it (INELIGIBLE_REPLICA), and A, failing,
+is elected again once back.
 The ZooKeeper controller ignores those epochs (KafkaController.processAlterPartition) and
 ZooKeeper mode was removed in 4.0 unfixed: there the loss is expected on every release.
 """
@@ -47,7 +49,8 @@ TOPIC = "kip903"
 A, B = 1, 2
 BATCH = 5
 S0, S1 = (0, BATCH - 1), (BATCH, 2 * BATCH - 1)
-REJECTED = "since the controller rejected the request with INELIGIBLE_REPLICA"  # Partition
+# What the leader logs when the controller refuses the new ISR (Partition, 3.5+)
+REJECTED = "since the controller rejected the request with INELIGIBLE_REPLICA"
 
 
 def spec(kafka: str, mode: str) -> ClusterSpec:
