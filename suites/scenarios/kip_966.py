@@ -37,6 +37,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from checkers.metadata_log import Registration
 from faults import network, power, process
 from fixtures.cluster import ClusterSpec
 from fixtures.errors import NotReached
@@ -83,9 +84,9 @@ def _story(ctx: RunContext) -> Story:
 def _first_steps(ctx: RunContext, story: Story) -> tuple[list[Send], network.Cut, network.Cut]:
     """S0 everywhere; T0 A out of the ISR, S1 acknowledged by {B, C}; T1 B out too.
 
-    A follower leaves the ISR only once it lags the leader's log end for
-    replica.lag.time.max.ms (Replica.isCaughtUp), so each cut is followed by a write the
-    cut-off follower lacks: S1 (acks=all, acknowledged once A has left), then S2 (acks=1:
+    From 2.1 (KAFKA-7152) a follower leaves the ISR only once it lags the leader's log end
+    for replica.lag.time.max.ms, so each cut is followed by a write the cut-off follower
+    lacks: S1 (acks=all, acknowledged once A has left), then S2 (acks=1:
     with B gone the ISR falls below min.insync.replicas and acks=all would be refused)."""
     cluster = ctx.cluster
     a, b, c = (ctx.broker(i) for i in (A, B, C))
@@ -118,7 +119,7 @@ def _lose_power(ctx: RunContext, story: Story) -> None:
     ctx.expect(not story.clean_marker, f"T2: no {CLEAN_SHUTDOWN} in C's log dirs", "one found")
 
 
-def _c_registration(ctx: RunContext, after: int):
+def _c_registration(ctx: RunContext, after: int) -> Registration:
     """C's registration that came after metadata offset `after` (its restart)."""
     log = kraft.metadata_log(ctx.cluster.controllers)
     found = [r for r in log.registrations if r.broker_id == C and r.offset > after]
