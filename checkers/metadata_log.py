@@ -14,13 +14,16 @@ Records used (metadata/src/main/resources/common/metadata/*.json):
 - PartitionRecord (apiKey 3): PartitionId, TopicId, Replicas, Isr, RemovingReplicas,
   AddingReplicas, Leader, LeaderEpoch, PartitionEpoch, Directories (v1+, KIP-858);
   tagged 0 LeaderRecoveryState (KIP-704, 3.2+), 1 EligibleLeaderReplicas and
-  2 LastKnownElr (v2, KIP-966).
+  2 LastKnownElr (v2, KIP-966; absent means empty).
 - PartitionChangeRecord (apiKey 5): PartitionId, TopicId; all else tagged: 0 Isr, 1 Leader
   (-2 = unchanged, -1 = none), 2 Replicas, 3 RemovingReplicas, 4 AddingReplicas,
   5 LeaderRecoveryState (-1 = unchanged), 6 EligibleLeaderReplicas, 7 LastKnownElr,
-  8 Directories. Any Leader value other than -2 bumps the leader epoch by one and every
-  change bumps the partition epoch (PartitionRegistration.merge).
+  8 Directories; 6 and 7 absent mean unchanged. Any Leader value other than -2 bumps the
+  leader epoch by one and every change bumps the partition epoch
+  (PartitionRegistration.merge).
 - RemoveTopicRecord (apiKey 9): TopicId.
+- FeatureLevelRecord (apiKey 12): Name, FeatureLevel: the finalized features, such as
+  eligible.leader.replicas.version (KIP-966, 4.0+).
 - Broker registrations, for which brokers the controller counts as alive: RegisterBroker-
   Record (apiKey 0: BrokerId, IsMigratingZkBroker v2+, IncarnationId, BrokerEpoch,
   EndPoints, Features, Rack, Fenced, InControlledShutdown v1+; LogDirs tagged v3+),
@@ -49,6 +52,7 @@ from checkers.errors import BadMetadataRecord, LogReadError, TornTail, Unreadabl
 from checkers.metadata_records import (
     BROKER_RECORDS,
     CONFIG_RECORD,
+    FEATURE_LEVEL_RECORD,
     FENCE_BROKER_RECORD,
     LEADER_CHANGE,
     NO_LEADER_CHANGE,
@@ -91,6 +95,8 @@ class PartitionStateEvent:
     raft_epoch: int  # the batch's leader epoch: the Raft epoch of the controller that wrote it
     record: str  # "PartitionRecord" or "PartitionChangeRecord"
     from_snapshot: bool = False
+    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966)
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def recovering(self) -> bool:
@@ -112,6 +118,8 @@ class PartitionStateEvent:
             "raft_epoch": self.raft_epoch,
             "record": self.record,
             "from_snapshot": self.from_snapshot,
+            "elr": list(self.elr),
+            "last_known_elr": list(self.last_known_elr),
         }
 
 
@@ -135,6 +143,15 @@ class BrokerState:
     offset: int
 
 
+@dataclass(frozen=True)
+class Registration:
+    """A RegisterBrokerRecord: a broker's incarnation, as the controller accepted it."""
+
+    broker_id: int
+    broker_epoch: int
+    offset: int
+
+
 @dataclass
 class MetadataLog:
     path: str
@@ -144,6 +161,8 @@ class MetadataLog:
     removed_topics: dict[str, int] = field(default_factory=dict)  # topic id -> offset
     brokers: dict[int, BrokerState] = field(default_factory=dict)  # registered brokers
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # topic -> set
+    registrations: list[Registration] = field(default_factory=list)  # in log order
+    features: dict[str, int] = field(default_factory=dict)  # finalized feature levels
     errors: list[LogReadError] = field(default_factory=list)
     torn_tail: TornTail | None = None
     end_offset: int = 0
@@ -181,6 +200,8 @@ class _State:
     leader_epoch: int
     partition_epoch: int
     leader_recovery_state: RecoveryState
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass
@@ -325,6 +346,8 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
                 f["leader_epoch"],
                 f["partition_epoch"],
                 f["leader_recovery_state"],
+                tuple(f.get("eligible_leader_replicas") or ()),
+                tuple(f.get("last_known_elr") or ()),
             )
             name = "PartitionRecord"
         elif rec.api_key == PARTITION_CHANGE_RECORD:
@@ -345,6 +368,9 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
             name = "PartitionChangeRecord"
         elif rec.api_key in BROKER_RECORDS and f:
             _replay_broker(log, rec.api_key, f, e.offset)
+            continue
+        elif rec.api_key == FEATURE_LEVEL_RECORD and f:
+            log.features[f["name"]] = f["feature_level"]
             continue
         elif rec.api_key == CONFIG_RECORD and f:
             if f["resource_type"] == TOPIC_RESOURCE and f["resource_name"]:
@@ -382,6 +408,8 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
                 raft_epoch=e.batch.leader_epoch,
                 record=name,
                 from_snapshot=e.from_snapshot,
+                elr=st.elr,
+                last_known_elr=st.last_known_elr,
             )
         )
 
@@ -394,6 +422,7 @@ def _replay_broker(log: MetadataLog, api_key: int, f: dict[str, Any], offset: in
         return
     if api_key == REGISTER_BROKER_RECORD:
         fenced, shutdown = f["fenced"], f["in_controlled_shutdown"]
+        log.registrations.append(Registration(broker_id, f["broker_epoch"], offset))
     elif prev is None:
         return  # a change for a registration the readable log does not hold
     elif api_key == FENCE_BROKER_RECORD:
@@ -423,4 +452,10 @@ def _merge(prev: _State, f: dict[str, Any]) -> _State:
         leader_epoch=leader_epoch,
         partition_epoch=prev.partition_epoch + 1,
         leader_recovery_state=lrs,
+        elr=prev.elr
+        if f.get("eligible_leader_replicas") is None
+        else tuple(f["eligible_leader_replicas"]),
+        last_known_elr=prev.last_known_elr
+        if f.get("last_known_elr") is None
+        else tuple(f["last_known_elr"]),
     )

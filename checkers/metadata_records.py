@@ -26,6 +26,7 @@ PARTITION_CHANGE_RECORD = 5
 FENCE_BROKER_RECORD = 7
 UNFENCE_BROKER_RECORD = 8
 REMOVE_TOPIC_RECORD = 9
+FEATURE_LEVEL_RECORD = 12
 BROKER_REGISTRATION_CHANGE_RECORD = 17
 BROKER_RECORDS = (
     REGISTER_BROKER_RECORD,
@@ -96,6 +97,9 @@ def decode_metadata_record(value: bytes) -> MetadataRecord:
         fields.update(_partition_change_record(reader, version))
     elif api_key == REMOVE_TOPIC_RECORD:
         fields["topic_id"] = reader.uuid()
+    elif api_key == FEATURE_LEVEL_RECORD and flexible:
+        fields["name"] = reader.compact_string()
+        fields["feature_level"] = reader.int16()
     elif api_key == CONFIG_RECORD and flexible:
         fields["resource_type"] = reader.int8()
         fields["resource_name"] = reader.compact_string()
@@ -123,6 +127,7 @@ def decode_metadata_record(value: bytes) -> MetadataRecord:
     if flexible and api_key in (
         TOPIC_RECORD,
         CONFIG_RECORD,
+        FEATURE_LEVEL_RECORD,
         REMOVE_TOPIC_RECORD,
         UNREGISTER_BROKER_RECORD,
         FENCE_BROKER_RECORD,
@@ -150,6 +155,7 @@ def _partition_record(reader: Reader, version: int, flexible: bool) -> dict[str,
         tags = reader.tagged_fields()
         out["leader_recovery_state"] = _recovery_state(_tag_int(tags, 0, ">b", 0))
         out["eligible_leader_replicas"] = _tag_int32s(tags, 1)
+        out["last_known_elr"] = _tag_int32s(tags, 2)
     return out
 
 
@@ -185,7 +191,8 @@ def _partition_change_record(reader: Reader, version: int) -> dict[str, Any]:
     out["replicas"] = _tag_int32s(tags, 2)
     change = _tag_int(tags, 5, ">b", -1)
     out["leader_recovery_state"] = None if change == -1 else _recovery_state(change)
-    out["eligible_leader_replicas"] = _tag_int32s(tags, 6)
+    out["eligible_leader_replicas"] = _tag_int32s(tags, 6)  # KIP-966: None = unchanged
+    out["last_known_elr"] = _tag_int32s(tags, 7)
     return out
 
 

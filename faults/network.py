@@ -19,10 +19,10 @@ from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
 
 PROBE_SECONDS = 1  # a connection across the bridge takes milliseconds; a dropped SYN never
-_COMMENT = "logfork"
+RULE_COMMENT = "logfork"
 
 
-def _listen_port(node: Node) -> int:
+def listen_port(node: Node) -> int:
     if node.role.name == "zookeeper":
         return config.ZK_PORT
     if node.role.name == "controller":
@@ -33,11 +33,42 @@ def _listen_port(node: Node) -> int:
 def reachable(cluster: Cluster, src: Node, dst: Node) -> bool:
     """Can a TCP handshake from src to dst complete (or be refused) within a few seconds?"""
     ip = dst.ip(cluster.network_name)
-    script = f"exec 3<>/dev/tcp/{ip}/{_listen_port(dst)}"
+    script = f"exec 3<>/dev/tcp/{ip}/{listen_port(dst)}"
     result = src.exec(["timeout", str(PROBE_SECONDS), "bash", "-c", script])
     # Refused (RST) still proves the path works: the peer's kernel answered. A timeout, or
     # "no route to host", does not.
     return result.exit_code == 0 or "Connection refused" in result.output
+
+
+def insert_rules(node: Node, specs: list[list[str]]) -> list[list[str]]:
+    """Insert iptables rules in the node's namespace; all of them or, on a refusal, none."""
+    done: list[list[str]] = []
+    for spec in specs:
+        result = node.exec(["iptables", "-I", *spec])
+        if result.exit_code != 0:
+            delete_rules(node, done)
+            raise LogforkError(
+                f"iptables in {node.name} refused {' '.join(spec)}: {result.output.strip()}"
+            )
+        done.append(spec)
+    return done
+
+
+def delete_rules(node: Node, rules: list[list[str]]) -> list[str]:
+    """Delete the rules (removing each from `rules`); returns the deletions that failed."""
+    failed = []
+    if node.status() != "running":
+        # A node that was killed meanwhile took its namespace, and the rules, with it;
+        # a restarted one starts with a fresh namespace.
+        rules.clear()
+        return failed
+    for spec in list(rules):
+        result = node.exec(["iptables", "-D", *spec])
+        if result.exit_code == 0:
+            rules.remove(spec)
+        else:
+            failed.append(f"{' '.join(spec)}: {result.output.strip()}")
+    return failed
 
 
 @dataclass
@@ -67,7 +98,7 @@ class Cut:
         return f"{self.node.name} {arrow[(self.inbound, self.outbound)]} {names}"
 
     def _rule_specs(self) -> list[tuple[Node, list[str]]]:
-        tag = ["-m", "comment", "--comment", _COMMENT]
+        tag = ["-m", "comment", "--comment", RULE_COMMENT]
         if self.port is not None:
             return [
                 (self.node, ["INPUT", "-p", "tcp", "--dport", str(self.port), *tag, "-j", "DROP"])
@@ -258,4 +289,4 @@ def rules_in(node: Node) -> list[str]:
     if node.status() != "running":
         return []
     out = node.exec(["iptables", "-S"]).output
-    return [line for line in out.splitlines() if _COMMENT in line]
+    return [line for line in out.splitlines() if RULE_COMMENT in line]

@@ -100,3 +100,19 @@ def resume(cluster: Cluster, node: Node) -> None:
     node.unpause()
     _await_status(node, {"running"}, "running after resume")
     cluster.timeline.record("heal", "resume", node=node.name)
+
+
+def crash(cluster: Cluster, node: Node, *, timeout: float = 90.0) -> None:
+    """SIGKILL a broker and wait until the cluster counts it gone: its ZooKeeper session
+    expired, or the KRaft controller fenced it."""
+    kill(cluster, node)
+    try:
+        wait_until(
+            cluster.registered_brokers,
+            lambda ids: node.node_id not in ids,
+            what=f"broker {node.node_id} gone (session expired or fenced)",
+            timeout=timeout,
+            describe=sorted,
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, str(exc.last)) from None

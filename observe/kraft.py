@@ -51,3 +51,12 @@ def quorum_leader_node(controllers: list[Node]) -> Node:
 def metadata_log(controllers: list[Node], node: Node | None = None) -> MetadataLog:
     """The metadata log as one controller has it on disk (default: the quorum leader)."""
     return decode_metadata_log(metadata_dir(node or quorum_leader_node(controllers)))
+
+
+ELR_FEATURE = "eligible.leader.replicas.version"  # KIP-966: 1 = ELR on (4.0+)
+
+
+def feature_level(controllers: list[Node], name: str) -> int:
+    """A finalized feature's level as the quorum leader's metadata log records it; 0 when
+    no FeatureLevelRecord names it (the feature is off)."""
+    return metadata_log(controllers).features.get(name, 0)

@@ -38,6 +38,8 @@ class PartitionState:
     recovery_state: RecoveryState  # KIP-704; a missing field reads RECOVERED
     version: int | None  # znode version (ZooKeeper) or metadata log offset (KRaft)
     source: str
+    elr: tuple[int, ...] = ()  # KIP-966 eligible leader replicas (KRaft, ELR enabled)
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def recovering(self) -> bool:
@@ -54,12 +56,17 @@ class PartitionState:
             self.version,
             self.source,
             wall,
+            list(self.elr),
+            list(self.last_known_elr),
         )
 
     def __str__(self) -> str:
+        elr = ""
+        if self.elr or self.last_known_elr:
+            elr = f" elr {list(self.elr)} last-known-elr {list(self.last_known_elr)}"
         return (
             f"{self.topic}-{self.partition}: leader {self.leader} epoch {self.leader_epoch} "
-            f"isr {list(self.isr)} {self.recovery_state} (v{self.version}, {self.source})"
+            f"isr {list(self.isr)}{elr} {self.recovery_state} (v{self.version}, {self.source})"
         )
 
 
@@ -94,6 +101,8 @@ def from_event(event: PartitionStateEvent, topic: str) -> PartitionState:
         event.leader_recovery_state,
         event.offset,
         "kraft",
+        tuple(event.elr),
+        tuple(event.last_known_elr),
     )
 
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 from checkers.audit.result import ReplicaSummary
 from checkers.errors import LogReadError, TornTail
 from checkers.lineage import Lineage
-from checkers.metadata_log import LeaderChange, MetadataLog, PartitionStateEvent
+from checkers.metadata_log import LeaderChange, MetadataLog, PartitionStateEvent, Registration
 from checkers.protocol import RecoveryState
 from checkers.records import BATCH_FIELDS, Batch
 from reports.tables import (
@@ -173,6 +173,8 @@ def metadata_log_json(log: MetadataLog) -> str:
             "leader_changes": [dataclasses.asdict(c) for c in log.leader_changes],
             "removed_topics": log.removed_topics,
             "topic_configs": log.topic_configs,
+            "registrations": [dataclasses.asdict(r) for r in log.registrations],
+            "features": log.features,
             "errors": [error_value(e) for e in log.errors],
             "torn_tail": None if log.torn_tail is None else dataclasses.asdict(log.torn_tail),
             "end_offset": log.end_offset,
@@ -191,6 +193,8 @@ def metadata_log_from_json(text: str) -> MetadataLog:
                 "isr": tuple(e["isr"]),
                 "replicas": tuple(e["replicas"]),
                 "leader_recovery_state": RecoveryState(e["leader_recovery_state"]),
+                "elr": tuple(e.get("elr", ())),
+                "last_known_elr": tuple(e.get("last_known_elr", ())),
             }
         )
         for e in data["events"]
@@ -213,6 +217,8 @@ def metadata_log_from_json(text: str) -> MetadataLog:
         leader_changes=changes,
         removed_topics=dict(data["removed_topics"]),
         topic_configs={t: dict(c) for t, c in data["topic_configs"].items()},
+        registrations=[Registration(**r) for r in data.get("registrations", [])],
+        features=dict(data.get("features", {})),
         errors=[error_from_value(e) for e in data["errors"]],
         torn_tail=None if torn is None else TornTail(**torn),
         end_offset=data["end_offset"],

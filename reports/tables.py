@@ -184,6 +184,8 @@ STATES_SCHEMA = pa.schema(
         ("recovery_state", pa.string()),
         ("version", pa.int64()),
         ("source", pa.string()),
+        ("elr", pa.list_(pa.int32())),
+        ("last_known_elr", pa.list_(pa.int32())),
     ]
 )
 

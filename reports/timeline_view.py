@@ -45,6 +45,13 @@ def state_dict(state: StateRecord) -> dict[str, Any]:
     return to_json(state)
 
 
+def _elr(state: StateRecord) -> str:
+    """KIP-966's eligible leader replicas, where the controller recorded any."""
+    if not (state.elr or state.last_known_elr):
+        return ""
+    return f" elr {state.elr} last-known-elr {state.last_known_elr}"
+
+
 def event_text(event: dict[str, Any]) -> str:
     """`name key=value ...` for the fields of a timeline event beyond its kind and times."""
     parts = [str(event.get("name", ""))]
@@ -136,7 +143,7 @@ def aligned_rows(
                 "wall": s.wall,
                 "kind": "state",
                 "text": f"{s.topic}-{s.partition}: leader {s.leader} epoch {s.leader_epoch} "
-                f"isr {s.isr} {s.recovery_state} (v{s.version}, {s.source})",
+                f"isr {s.isr}{_elr(s)} {s.recovery_state} (v{s.version}, {s.source})",
                 "lines": [],
                 "n": None,
                 "state": s,

@@ -21,6 +21,8 @@ class StateRecord:
     version: int | None
     source: str  # "zk", "kraft", "metadata-log"
     wall: float | None = None
+    elr: list[int] = field(default_factory=list)  # KIP-966, KRaft with ELR enabled
+    last_known_elr: list[int] = field(default_factory=list)
 
 
 @dataclass

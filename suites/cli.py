@@ -87,9 +87,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     from suites.registry import SCENARIOS
 
     for s in SCENARIOS.values():
-        fixed = f"fixed in {s.fixed_in}" if s.fixed_in else "must hold everywhere"
         refs = " ".join(x for x in (s.kip, s.jira) if x)
-        print(f"{s.id:28} {fixed:22} {refs:22} {s.title}")
+        print(f"{s.id:34} {s.fixed_text():32} {refs:22} {s.title}")
     return 0
 
 

@@ -79,7 +79,9 @@ def main(args: argparse.Namespace) -> int:
                 tally.seconds.append(time.monotonic() - started)
             tally.outcomes[verdict.outcome.value] += 1
             tally.phases.update(verdict.phases)
-            tally.as_expected += verdict.as_expected and verdict.outcome != Outcome.NOT_REACHED
+            tally.as_expected += (
+                bool(verdict.as_expected) and verdict.outcome != Outcome.NOT_REACHED
+            )
             print(f"[{i + 1}/{args.runs}] {verdict.headline()[:160]}", flush=True)
     print(f"\nverdict counts on Kafka {release}, {args.runs} runs each:")
     for tally in tallies:

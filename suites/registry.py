@@ -5,12 +5,15 @@ from __future__ import annotations
 from fixtures.errors import SetupError
 from suites.scenario import Scenario
 from suites.scenarios import (
+    kafka_7128,
     kip_101,
     kip_279_s1,
     kip_279_s3,
     kip_359,
     kip_595,
     kip_704,
+    kip_903,
+    kip_966,
     production_mix,
     smoke,
 )
@@ -26,6 +29,11 @@ SCENARIOS: dict[str, Scenario] = {
         kip_279_s1.LONG,
         kip_279_s3.SCENARIO,
         kip_704.SCENARIO,
+        kip_966.SCENARIO,
+        kip_966.ELR_SWITCHED_ON,
+        kip_966.LAST_KNOWN_LEADER,
+        kip_903.SCENARIO,
+        kafka_7128.SCENARIO,
         kip_359.SCENARIO,
         kip_595.FAILOVER,
         kip_595.MISMATCH,

@@ -136,16 +136,32 @@ class Scenario:
     modes: tuple[str, ...] = ("zk", "kraft")
     min_release_reason: str = ""
     departures: tuple[Departure, ...] = ()
+    # Modes the fix never reached, with the reason: there the loss is expected on every
+    # release (KIP-903 fixed KRaft only; ZooKeeper mode keeps the bug until its removal).
+    unfixed: dict[str, str] = field(default_factory=dict)
 
     def departure(self, release: Release) -> Departure | None:
         return next((d for d in self.departures if release.parts < Release(d.until).parts), None)
 
-    def expected(self, release: Release) -> Outcome:
+    def expected(self, release: Release, mode: str | None = None) -> Outcome:
         if self.departure(release) is not None:
             return Outcome.DEPARTS
+        if mode in self.unfixed:
+            return Outcome.REPRODUCED
         if self.fixed_in is not None and release.parts < Release(self.fixed_in).parts:
             return Outcome.REPRODUCED
         return Outcome.CONSISTENT
+
+    def fixed_text(self) -> str:
+        """Where the fix is, for `logfork list` and the README: "3.5.0 (kraft; zk never)"."""
+        if self.fixed_in is None and not self.unfixed:
+            return "must hold everywhere"
+        if self.fixed_in is None:
+            return "never fixed"
+        never = "; ".join(f"{m} never" for m in self.unfixed)
+        fixed_modes = [m for m in self.modes if m not in self.unfixed]
+        where = f" ({'/'.join(fixed_modes)}; {never})" if never else ""
+        return f"fixed in {self.fixed_in}{where}"
 
     def not_applicable(self, release: Release, mode: str) -> str | None:
         if mode not in self.modes:
@@ -180,7 +196,7 @@ def run(
     """One run of a scenario against a fresh cluster. Writes the run directory and returns
     the verdict; an unknown release or scenario raises before any run directory exists."""
     release = resolve(kafka).release
-    expected = scenario.expected(release)
+    expected = scenario.expected(release, mode)
 
     def verdict(outcome: Outcome, summary: str, **extra: Any) -> Verdict:
         return Verdict(
@@ -234,6 +250,8 @@ def run(
             outcome = Outcome.CONSISTENT
         departure = scenario.departure(release)
         summary = finding.summary
+        if mode in scenario.unfixed and finding.bug_seen:
+            summary += f". A known loss, never fixed in {mode} mode: {scenario.unfixed[mode]}"
         if departure is not None:
             summary += (
                 f". {scenario.kip} says: {departure.kip_says}. Kafka {release} instead "

@@ -8,41 +8,90 @@ a step that finds anything else raises NotReached naming what it expected and ob
 from __future__ import annotations
 
 import copy
-import re
 import secrets
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Producer
 
 from checkers.audit import audit
+from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
+from checkers.history import check_history
 from checkers.model import TruncationResult, truncate_follower
 from checkers.verdict import PartitionVerdict
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.replicas import replica
-from observe.state import PartitionState, partition_state
+from observe.state import PartitionState, partition_state, wait_state
 from runrecord.history import Send
+from suites.broker_logs import stuck_follower
 from suites.scenario import Finding, RunContext
-from suites.workload import delivery
+from suites.workload import delivery, read_partition
 
 
-def controller_apart(kafka: str, mode: str, **spec: Any) -> ClusterSpec:
-    """Three ZooKeeper-mode brokers: A (b1) and B (b2) hold the partitions and die on
-    purpose, with sessions short enough that the controller notices quickly; C (b3) holds
-    nothing, is the controller, and has a long session so that it never loses that role."""
+def controller_apart(
+    kafka: str,
+    mode: str,
+    *,
+    brokers: int = 3,
+    broker_config: dict[str, Any] | None = None,
+    node_config: dict[str, dict[str, Any]] | None = None,
+    **spec: Any,
+) -> ClusterSpec:
+    """ZooKeeper-mode brokers: the first ones hold the partitions and die on purpose, with
+    sessions short enough that the controller notices quickly; the last one (b3 of three)
+    holds nothing, is the controller, and has a long session so that it never loses that
+    role. `broker_config` adds settings for every broker, `node_config` for one."""
+    nodes = {f"b{brokers}": {"zookeeper.session.timeout.ms": 60000}}
+    for name, config in (node_config or {}).items():
+        nodes[name] = {**nodes.get(name, {}), **config}
     return ClusterSpec(
         kafka,
         mode,
-        brokers=3,
-        controller=3,
-        broker_config={"zookeeper.session.timeout.ms": 6000},
-        node_config={"b3": {"zookeeper.session.timeout.ms": 60000}},
+        brokers=brokers,
+        controller=brokers,
+        broker_config={"zookeeper.session.timeout.ms": 6000, **(broker_config or {})},
+        node_config=nodes,
         **spec,
     )
+
+
+def checkpointed_hw(cluster: Cluster, broker_id: int, topic: str) -> int | None:
+    """The broker's high watermark of partition 0 as its replication-offset-checkpoint
+    (written every replica.high.watermark.checkpoint.interval.ms, 5 s) has it."""
+    path = cluster.broker(broker_id).data_dir / REPLICATION_OFFSET_CHECKPOINT
+    try:
+        return read_offset_checkpoint(path).get((topic, 0))
+    except Exception:  # noqa: BLE001 - mid-rewrite or absent: no value yet
+        return None
+
+
+def await_checkpointed_hw(cluster: Cluster, broker_id: int, topic: str, at_least: int) -> None:
+    try:
+        wait_until(
+            lambda: checkpointed_hw(cluster, broker_id, topic) or 0,
+            lambda hw: hw >= at_least,
+            timeout=30,
+            what=f"broker {broker_id}'s checkpointed high watermark of {topic} >= {at_least}",
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, f"{exc.last}") from None
+
+
+def next_checkpointed_hw(cluster: Cluster, broker_id: int, topic: str) -> int | None:
+    """The high watermark the broker's next checkpoint write records: what it holds now,
+    not what it held up to 5 s ago."""
+    path = cluster.broker(broker_id).data_dir / REPLICATION_OFFSET_CHECKPOINT
+    mtime = path.stat().st_mtime_ns if path.exists() else 0
+    wait_until(
+        lambda: path.stat().st_mtime_ns,
+        lambda t: t != mtime,
+        what=f"broker {broker_id}'s next high watermark checkpoint",
+        timeout=30,
+    )
+    return checkpointed_hw(cluster, broker_id, topic)
 
 
 def write_batch(
@@ -55,13 +104,18 @@ def write_batch(
     partition: int = 0,
     timeout: float = 60.0,
     request_timeout: float | None = None,
+    pad: int = 0,
 ) -> list[Send]:
     """Send exactly one batch of `count` records through broker `to` and return the sends,
     acknowledged or not. A fresh producer bootstrapped from that broker alone is a client
     whose metadata comes from it, as a client of a zombie leader's would. With
     `request_timeout` the broker answers within it (an acks=all write the ISR does not
-    complete times out) and the batch is never sent twice."""
+    complete times out); without, the one request is waited for as long as the batch may
+    take (an acks=all write can wait for the ISR to shrink first). Either way the batch is
+    never sent twice: without idempotence a resent request appends it a second time. `pad`
+    makes each value that many bytes longer (a batch a packet filter can tell apart)."""
     tag = secrets.token_hex(4)  # distinct contents, hence distinct CRCs, per batch
+    wait_ms = int((request_timeout if request_timeout is not None else timeout) * 1000)
     conf: dict[str, Any] = {
         **ctx.cluster.client_config(only=to),
         "acks": acks,
@@ -70,15 +124,16 @@ def write_batch(
         "linger.ms": 2000,  # keep every record in one batch until flush()
         "batch.num.messages": max(count, 1),
         "message.timeout.ms": int(timeout * 1000),
+        "request.timeout.ms": wait_ms,
     }
-    if request_timeout is not None:
-        # A retried request would append the batch a second time.
-        conf.update({"request.timeout.ms": int(request_timeout * 1000), "retries": 0})
-        conf["message.timeout.ms"] = int(request_timeout * 1000) + 5000
+    if request_timeout is None:
+        conf["socket.timeout.ms"] = wait_ms
+    else:
+        conf.update({"retries": 0, "message.timeout.ms": wait_ms + 5000})
     producer = Producer(conf)
     sends: list[Send] = []
     for i in range(count):
-        value = f"{topic}-{tag}-{i}"
+        value = f"{topic}-{tag}-{i}" + "." * pad
         send = Send(topic, value, value, acks, time.time(), partition=partition, broker=to)
         sends.append(send)
         producer.produce(
@@ -101,6 +156,7 @@ def produce_batch(
     acks: str,
     partition: int = 0,
     timeout: float = 60.0,
+    pad: int = 0,
 ) -> list[Send]:
     """Write exactly one batch of `count` records through broker `to`, the leader as that
     broker sees it (`write_batch`); not reached unless it is acknowledged whole."""
@@ -113,7 +169,9 @@ def produce_batch(
         what=f"broker {to} to see itself as leader of {topic}-{partition}",
         timeout=30,
     )
-    sends = write_batch(ctx, topic, count, to=to, acks=acks, partition=partition, timeout=timeout)
+    sends = write_batch(
+        ctx, topic, count, to=to, acks=acks, partition=partition, timeout=timeout, pad=pad
+    )
     failed = [s for s in sends if not s.ok]
     offsets = [s.offset for s in sends if s.ok]
     if failed or offsets != list(range(offsets[0], offsets[0] + count)):
@@ -147,6 +205,16 @@ def await_leader(
         raise NotReached(what, str(exc.last)) from None
 
 
+def await_election(
+    cluster: Cluster, topic: str, leader: int | None, *, what: str, timeout: float = 90.0
+) -> PartitionState:
+    """Once the leader is gone: `leader` elected, or (None) the partition left without
+    one, since no replica may be elected."""
+    if leader is not None:
+        return await_leader(cluster, topic, leader, what=what, timeout=timeout)
+    return wait_state(cluster, topic, lambda s: s.leader == -1, what=what, timeout=timeout)
+
+
 def await_isr(
     cluster: Cluster,
     topic: str,
@@ -166,97 +234,6 @@ def await_isr(
         )
     except WaitTimeout as exc:
         raise NotReached(what, str(exc.last)) from None
-
-
-def log_mark(node) -> int:
-    """Where the node's log ends now; lines after it are what happens next."""
-    return node.log_file.stat().st_size if node.log_file.is_file() else 0
-
-
-def await_log_line(node, match, *, since: int, what: str, timeout: float = 60.0) -> str:
-    """The first line the node logs after `since` that `match` accepts."""
-
-    def lines() -> list[str]:
-        with node.log_file.open("rb") as f:
-            f.seek(since)
-            return f.read().decode(errors="replace").splitlines()
-
-    try:
-        found = wait_until(
-            lambda: [ln for ln in lines() if match(ln)],
-            bool,
-            what=what,
-            timeout=timeout,
-            describe=lambda ls: ls[-1:] if ls else "no line",
-        )
-    except WaitTimeout as exc:
-        raise NotReached(what, str(exc.last)) from None
-    return found[0]
-
-
-# Log lines that mean a follower's replication of a partition stopped for good (until
-# someone intervenes): the fetcher thread died (before 2.3) or marked the partition failed
-# (KIP-461, 2.3+). The first is KAFKA-6361's n < 20 case. The last: a follower whose log
-# ends past its leader's, where the topic forbids unclean elections, halts the broker
-# before 2.0 rather than truncate (ReplicaFetcherThread.handleOffsetOutOfRange).
-STUCK_MARKS = (
-    "UnexpectedAppendOffsetException",
-    "Error processing data for partition",
-    "marked as failed",
-    "Out of order offsets",
-    "because log truncation is not allowed",
-)
-
-
-# Since KIP-461 a fetcher marks one partition failed instead of dying, and the partition's
-# next leadership change starts it afresh: the broker leads it, or a fetcher is added for it.
-# A follower fenced while the leader epoch moves on (FENCED_LEADER_EPOCH: "older epoch than
-# the current leader") is marked failed that way until its next LeaderAndIsr state, so only
-# a mark that nothing restarted since is a stuck follower. A dead fetcher thread (before
-# 2.3) is stuck for good, whatever follows: partitions added to it are never fetched.
-MARKED_FAILED = "marked as failed"
-RESTARTED = re.compile(r"Added fetcher|^(?!.*Follower ).*starts at leader epoch", re.IGNORECASE)
-
-
-def _names(topic: str) -> re.Pattern[str]:
-    """A partition of `topic` named in a log line (`topic-3`; before 1.0 some lines name
-    the topic alone: `for topic t,`), and not a topic whose name merely starts or ends the
-    same way."""
-    return re.compile(rf"(?<![\w.-]){re.escape(topic)}(?:-(\d+)\b|(?=[,\s]))")
-
-
-def stuck_line(lines: Iterable[str], topic: str | None) -> tuple[int, str] | None:
-    """(partition, line) of the first sign in `lines` that replication of a partition of
-    `topic` (None: of any) stopped for good; partition -1: the line names no partition."""
-    names = _names(topic) if topic is not None else None
-    marked: dict[int, str] = {}
-    for line in lines:
-        found = list(names.finditer(line)) if names is not None else []
-        if names is not None and not found:
-            continue
-        partitions = [int(m.group(1)) for m in found if m.group(1) is not None] or [-1]
-        if any(mark in line for mark in STUCK_MARKS if mark != MARKED_FAILED):
-            return partitions[0], line.strip()[:400]
-        if MARKED_FAILED in line:
-            marked.setdefault(partitions[0], line.strip()[:400])
-        elif RESTARTED.search(line):
-            for p in partitions if names is not None else list(marked):
-                marked.pop(p, None)
-    return next(iter(marked.items()), None)
-
-
-def stuck_follower(
-    cluster: Cluster, broker_id: int, topic: str | None, *, since: int = 0
-) -> tuple[int, str] | None:
-    """(partition, log line) of the first sign, in the broker's log from byte `since` on,
-    that its replication of a partition of `topic` (None: of any) stopped for good."""
-    log = cluster.broker(broker_id).log_file
-    if not log.is_file():
-        return None
-    with log.open("rb") as f:
-        f.seek(since)
-        text = f.read().decode(errors="replace")
-    return stuck_line(text.splitlines(), topic)
 
 
 @dataclass
@@ -462,3 +439,51 @@ def conclude(
             f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}",
         )
     return Finding(False, f"{converged}{predicted}", details)
+
+
+def offset_ranges(offsets: list[int]) -> str:
+    """ "5-9, 12" for [5, 6, 7, 8, 9, 12]."""
+    spans: list[list[int]] = []
+    for offset in sorted(offsets):
+        if spans and offset == spans[-1][1] + 1:
+            spans[-1][1] = offset
+        else:
+            spans.append([offset, offset])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def judge_loss(
+    ctx: RunContext, topic: str, sends: list[Send], replicas: list[int], *, timeout: float = 90
+) -> tuple[bool, str, dict[str, Any]]:
+    """Both verdicts of a loss scenario, once the replicas converged: the history checker's
+    (were acknowledged writes lost, against the producer's acknowledgements) and the disk
+    audit's (do the replicas hold the same batches). Returns (bug seen, the two verdicts in
+    a sentence, details)."""
+    convergence = converge(ctx, topic, replicas, timeout=timeout)
+    if not convergence.converged:
+        raise NotReached(
+            f"replicas {replicas} converging after the faults",
+            f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}, "
+            f"stuck {convergence.stuck}",
+        )
+    verdict = judge(ctx, topic)
+    history = check_history(sends, read_partition(ctx.cluster, topic))
+    by_acks = {
+        acks: offset_ranges([w.offset for w in history.lost if w.acks == acks])
+        for acks in sorted({w.acks for w in history.lost})
+    }
+    lost = "; ".join(f"acks={acks}: offsets {spans}" for acks, spans in by_acks.items())
+    loss = f"{history.line()} ({lost})" if history.lost_count else history.line()
+    audit_line = (
+        f"disk audit: replicas diverged at offset {verdict.diverged_at}"
+        if verdict.status == "diverged"
+        else f"disk audit: replicas {sorted(verdict.replicas)} consistent"
+    )
+    details = {
+        "history": history.to_dict(),
+        "checker": verdict.to_dict(),
+        "convergence": convergence.to_dict(),
+        "lost_offsets": by_acks,
+    }
+    bug = bool(history.durable_lost) or verdict.status == "diverged"
+    return bug, f"history: {loss}; {audit_line}", details

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from suites.steps import stuck_line
+from suites.broker_logs import stuck_line
 
 # Kafka 4.3.1 (KRaft): broker 1, a follower of epoch 0 fenced as the leader epoch moved to 1,
 # marks the partition failed; it then leads it, follows again and gets a fetcher.

@@ -396,6 +396,7 @@ def encode_partition_record(
     version: int = 0,
     directories: Sequence[str] | None = None,
     eligible_leader_replicas: Sequence[int] | None = None,
+    last_known_elr: Sequence[int] | None = None,
     extra_tags: Mapping[int, bytes] | None = None,
 ) -> bytes:
     body = struct.pack(">i", partition) + uuid_bytes(topic_id)
@@ -409,6 +410,8 @@ def encode_partition_record(
         tags[0] = struct.pack(">b", leader_recovery_state)
     if version >= 2 and eligible_leader_replicas is not None:
         tags[1] = compact_int32s(eligible_leader_replicas)
+    if version >= 2 and last_known_elr is not None:
+        tags[2] = compact_int32s(last_known_elr)
     return metadata_frame(3, version, body + tagged(tags))
 
 
@@ -422,6 +425,8 @@ def encode_partition_change_record(
     replicas: Sequence[int] | None = None,
     version: int = 0,
     directories: Sequence[str] | None = None,
+    eligible_leader_replicas: Sequence[int] | None = None,
+    last_known_elr: Sequence[int] | None = None,
     extra_tags: Mapping[int, bytes] | None = None,
 ) -> bytes:
     tags: dict[int, bytes] = dict(extra_tags or {})
@@ -433,10 +438,21 @@ def encode_partition_change_record(
         tags[2] = compact_int32s(replicas)
     if leader_recovery_state != -1:
         tags[5] = struct.pack(">b", leader_recovery_state)
+    if version >= 2 and eligible_leader_replicas is not None:
+        tags[6] = compact_int32s(eligible_leader_replicas)
+    if version >= 2 and last_known_elr is not None:
+        tags[7] = compact_int32s(last_known_elr)
     if version >= 1 and directories is not None:
         tags[8] = compact_uuids(directories)
     body = struct.pack(">i", partition) + uuid_bytes(topic_id) + tagged(tags)
     return metadata_frame(5, version, body)
+
+
+def encode_feature_level_record(name: str, level: int) -> bytes:
+    raw = name.encode()
+    return metadata_frame(
+        12, 0, uvarint(len(raw) + 1) + raw + struct.pack(">h", level) + tagged({})
+    )
 
 
 def encode_remove_topic_record(topic_id: str) -> bytes:

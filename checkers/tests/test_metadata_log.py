@@ -17,6 +17,7 @@ from checkers.protocol import RecoveryState
 from testsupport import craft, damage
 
 RECOVERED, RECOVERING = RecoveryState.RECOVERED, RecoveryState.RECOVERING
+DATA = Path(__file__).parent / "data" / "real"
 
 ORDERS = craft.kafka_uuid("orders")
 AUDIT = craft.kafka_uuid("audit")
@@ -128,7 +129,7 @@ def test_unknown_record_types_are_skipped(tmp_path: Path) -> None:
     log = craft.MetadataLogBuilder()
     log.records(
         1,
-        craft.metadata_frame(12, 0, b"\x00\x01opaque"),  # e.g. a FeatureLevelRecord
+        craft.metadata_frame(15, 0, b"\x00\x01opaque"),  # e.g. a ProducerIdsRecord
         craft.encode_topic_record("orders", ORDERS),
         craft.encode_partition_record(ORDERS, 0, replicas=[1], isr=[1], leader=1, leader_epoch=3),
     )
@@ -136,6 +137,64 @@ def test_unknown_record_types_are_skipped(tmp_path: Path) -> None:
     decoded = decode_metadata_log(tmp_path / "m")
     assert not decoded.errors and decoded.skipped_records == 1
     assert decoded.current("orders", 0).leader_epoch == 3
+
+
+def test_eligible_leader_replicas_and_features(tmp_path: Path) -> None:
+    """KIP-966: ELR and LastKnownElr set by PartitionRecord v2, changed by
+    PartitionChangeRecord v2 tags 6 and 7 (absent: unchanged); feature levels kept."""
+    log = craft.MetadataLogBuilder()
+    log.records(
+        1,
+        craft.encode_feature_level_record("eligible.leader.replicas.version", 1),
+        craft.encode_topic_record("orders", ORDERS),
+        craft.encode_partition_record(
+            ORDERS,
+            0,
+            replicas=[3, 1, 2],
+            isr=[3],
+            leader=3,
+            leader_epoch=0,
+            version=2,
+            eligible_leader_replicas=[2],
+        ),
+    )
+    # the last ISR member fenced: its ELR member leads, it moves to the ELR
+    log.records(
+        1,
+        craft.encode_partition_change_record(
+            ORDERS, 0, leader=2, isr=[2], eligible_leader_replicas=[3], version=2
+        ),
+    )
+    log.records(1, craft.encode_partition_change_record(ORDERS, 0, isr=[2, 1], version=2))
+    log.records(
+        1,
+        craft.encode_partition_change_record(
+            ORDERS, 0, leader=-1, isr=[], eligible_leader_replicas=[], last_known_elr=[2], version=2
+        ),
+    )
+    log.write(tmp_path / "m")
+    decoded = decode_metadata_log(tmp_path / "m")
+    assert not decoded.errors
+    assert decoded.features == {"eligible.leader.replicas.version": 1}
+    assert [(e.leader, e.isr, e.elr, e.last_known_elr) for e in decoded.history("orders", 0)] == [
+        (3, (3,), (2,), ()),
+        (2, (2,), (3,), ()),
+        (2, (2, 1), (3,), ()),
+        (-1, (), (), (2,)),
+    ]
+    assert decoded.history("orders", 0)[-1].to_dict()["last_known_elr"] == [2]
+
+
+def test_real_4_3_1_features_and_registrations(tmp_path: Path) -> None:
+    """A fresh 4.3.1 cluster finalizes ELR at level 1; every broker registration is kept."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "00000000000000000000.log").write_bytes(
+        (DATA / "kafka-4.3.1-cluster-metadata.log").read_bytes()
+    )
+    decoded = decode_metadata_log(tmp_path / "m")
+    assert decoded.features["eligible.leader.replicas.version"] == 1
+    assert [(r.broker_id, r.broker_epoch) for r in decoded.registrations][:2] == [(1, 11), (2, 15)]
+    assert all(r.broker_epoch == r.offset for r in decoded.registrations)
 
 
 def test_removed_topic(tmp_path: Path) -> None:

@@ -82,8 +82,12 @@ def test_metadata_log_survives_json(tmp_path: Path) -> None:
     meta.leader_change(1, 3000, [3000])
     meta.records(
         1,
+        craft.encode_feature_level_record("eligible.leader.replicas.version", 1),
         craft.encode_topic_record("t", t),
         craft.encode_partition_record(t, 0, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=3),
+    )
+    meta.records(
+        1, craft.encode_partition_change_record(t, 0, eligible_leader_replicas=[1], version=2)
     )
     meta.records(
         1, craft.encode_partition_change_record(t, 0, leader=2, isr=[2], leader_recovery_state=1)
@@ -92,5 +96,5 @@ def test_metadata_log_survives_json(tmp_path: Path) -> None:
     meta.write(pdir)
     damage.cut_file(pdir / craft.segment_name(0), 3)
     log = decode_metadata_log(pdir)
-    assert log.events and log.torn_tail is not None
+    assert log.events[-1].elr == (1,) and log.features and log.torn_tail is not None
     assert R.metadata_log_from_json(R.metadata_log_json(log)) == log

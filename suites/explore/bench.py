@@ -24,7 +24,7 @@ from observe.controller import active_controller
 from observe.state import partitions
 from runrecord.schedule import Cluster as Shape
 from runrecord.schedule import session_key
-from suites.steps import log_mark, stuck_follower
+from suites.broker_logs import log_mark, stuck_follower
 
 
 def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> ClusterSpec:

@@ -38,6 +38,7 @@ from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import Schedule, write_schedule
 from runrecord.typed import to_json
+from suites.broker_logs import log_mark, stuck_follower
 from suites.explore.actions import Live
 from suites.explore.bench import Bench
 from suites.explore.evidence import copy_evidence
@@ -49,7 +50,7 @@ from suites.explore.judge import (
     judge,
 )
 from suites.scenario import RunContext, ScenarioError
-from suites.steps import converge, log_mark, stuck_follower, write_batch
+from suites.steps import converge, write_batch
 from suites.workload import Background, History
 
 PARTITIONS = (SCHEDULE_PARTITION, BACKGROUND_PARTITION)

@@ -7,40 +7,15 @@ leader epochs replaced the high watermark as the truncation point.
 
 from __future__ import annotations
 
-from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.history import check_history
 from faults import network, power, process
-from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
-from fixtures.waiting import WaitTimeout, wait_until
 from observe.replicas import replica, spans
 from observe.state import partition_state
-from suites import steps
+from suites import broker_logs, steps
 from suites.scenario import Finding, RunContext, Scenario, Topic
 from suites.workload import read_partition
 
 A, B, C = 1, 2, 3
-HW_CHECKPOINT = REPLICATION_OFFSET_CHECKPOINT
-
-
-def checkpointed_hw(cluster: Cluster, broker_id: int, topic: str) -> int | None:
-    path = cluster.broker(broker_id).data_dir / HW_CHECKPOINT
-    try:
-        return read_offset_checkpoint(path).get((topic, 0))
-    except Exception:  # noqa: BLE001 - mid-rewrite or absent: no value yet
-        return None
-
-
-def await_checkpointed_hw(cluster: Cluster, broker_id: int, topic: str, at_least: int) -> None:
-    try:
-        wait_until(
-            lambda: checkpointed_hw(cluster, broker_id, topic) or 0,
-            lambda hw: hw >= at_least,
-            timeout=30,
-            what=f"broker {broker_id}'s checkpointed high watermark of {topic} >= {at_least}",
-        )
-    except WaitTimeout as exc:
-        raise NotReached(exc.what, f"{exc.last}") from None
 
 
 # -- scenario 1 ---------------------------------------------------------------------------
@@ -61,18 +36,12 @@ def s1_body(ctx: RunContext) -> Finding:
     m1 = steps.produce_batch(ctx, S1, 1, to=B, acks="all")
     # A's high watermark reaches its checkpoint file every 5 s. Right after a checkpoint
     # that records m1 as committed, m2 is written and A dies: A's checkpoint still says 1.
-    await_checkpointed_hw(cluster, A, S1, 1)
-    mtime = (a.data_dir / HW_CHECKPOINT).stat().st_mtime_ns
-    wait_until(
-        lambda: (a.data_dir / HW_CHECKPOINT).stat().st_mtime_ns,
-        lambda t: t != mtime,
-        what="A's next high watermark checkpoint",
-        timeout=30,
-    )
+    steps.await_checkpointed_hw(cluster, A, S1, 1)
+    steps.next_checkpointed_hw(cluster, A, S1)
     m2 = steps.produce_batch(ctx, S1, 1, to=B, acks="all")
     process.kill(cluster, a)
     ctx.expect_log(A, [(0, 0), (1, 1)], "A fetched m2 before dying")
-    hw = checkpointed_hw(cluster, A, S1)
+    hw = steps.checkpointed_hw(cluster, A, S1)
     ctx.expect(
         hw == 1,
         "A's checkpointed high watermark 1 (m2 committed, A not told)",
@@ -83,11 +52,11 @@ def s1_body(ctx: RunContext) -> Finding:
     # A restarts but cannot reach B: it becomes B's follower and does whatever its release
     # does on becoming a follower, without fetching anything.
     cut = network.partition(cluster, b, a)
-    mark = steps.log_mark(a)
+    mark = broker_logs.log_mark(a)
     process.restart(cluster, a)
     # A logs "Added fetcher" once it is B's follower: before 0.11 it has truncated to its
     # high watermark by then (ReplicaManager.makeFollowers truncates, then adds fetchers).
-    steps.await_log_line(
+    broker_logs.await_log_line(
         a,
         lambda line: "Added fetcher" in line and S1 in line,
         since=mark,
@@ -136,8 +105,8 @@ def s2_body(ctx: RunContext) -> Finding:
     for _ in range(3):  # m1, m2, m3: three batches, all committed
         steps.produce_batch(ctx, S2, 1, to=B, acks="all")
     # Both replicas know all three are committed, so a restart keeps what is on disk.
-    await_checkpointed_hw(cluster, A, S2, 3)
-    await_checkpointed_hw(cluster, B, S2, 3)
+    steps.await_checkpointed_hw(cluster, A, S2, 3)
+    steps.await_checkpointed_hw(cluster, B, S2, 3)
     before = partition_state(cluster, S2)
 
     # A power outage hits both; each loses a different unflushed tail. A goes first, so B

@@ -30,7 +30,7 @@ from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe import kraft
-from suites import steps
+from suites import broker_logs, steps
 from suites.scenario import Finding, RunContext, Scenario, Topic
 
 METADATA = METADATA_TOPICS[0]
@@ -133,7 +133,7 @@ def failover_body(ctx: RunContext) -> Finding:
                 elif fault == "pause":
                     old, new = controller.pause_controller(cluster, timeout=60)
                 else:
-                    mark = steps.log_mark(old)
+                    mark = broker_logs.log_mark(old)
                     others = [n for n in controllers if n is not old]
                     cut, old, new = controller.isolate_controller(cluster, others, timeout=60)
                     try:
@@ -252,7 +252,7 @@ def mismatch_body(ctx: RunContext) -> Finding:
     stray_before = _fingerprint(stray.data_dir)
     others_before = {i: _fingerprint(cluster.broker(i).data_dir) for i in (1, 2)}
 
-    mark = steps.log_mark(stray)
+    mark = broker_logs.log_mark(stray)
     stray.start()
     try:
         wait_until(

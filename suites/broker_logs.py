@@ -1,0 +1,109 @@
+"""What a broker's own log says: where it ends now, lines awaited after that, and the
+signs that a follower's replication of a partition stopped for good."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from fixtures.cluster import Cluster
+from fixtures.errors import NotReached
+from fixtures.waiting import WaitTimeout, wait_until
+
+
+def log_mark(node) -> int:
+    """Where the node's log ends now; lines after it are what happens next."""
+    return node.log_file.stat().st_size if node.log_file.is_file() else 0
+
+
+def await_log_line(node, match, *, since: int, what: str, timeout: float = 60.0) -> str:
+    """The first line the node logs after `since` that `match` accepts."""
+
+    def lines() -> list[str]:
+        with node.log_file.open("rb") as f:
+            f.seek(since)
+            return f.read().decode(errors="replace").splitlines()
+
+    try:
+        found = wait_until(
+            lambda: [ln for ln in lines() if match(ln)],
+            bool,
+            what=what,
+            timeout=timeout,
+            describe=lambda ls: ls[-1:] if ls else "no line",
+        )
+    except WaitTimeout as exc:
+        raise NotReached(what, str(exc.last)) from None
+    return found[0]
+
+
+def log_lines(node, text: str) -> list[str]:
+    """The node's log lines that contain `text`."""
+    if not node.log_file.is_file():
+        return []
+    return [ln for ln in node.log_file.read_text(errors="replace").splitlines() if text in ln]
+
+
+# Log lines that mean a follower's replication of a partition stopped for good (until
+# someone intervenes): the fetcher thread died (before 2.3) or marked the partition failed
+# (KIP-461, 2.3+). The first is KAFKA-6361's n < 20 case. The last: a follower whose log
+# ends past its leader's, where the topic forbids unclean elections, halts the broker
+# before 2.0 rather than truncate (ReplicaFetcherThread.handleOffsetOutOfRange).
+STUCK_MARKS = (
+    "UnexpectedAppendOffsetException",
+    "Error processing data for partition",
+    "marked as failed",
+    "Out of order offsets",
+    "because log truncation is not allowed",
+)
+
+
+# Since KIP-461 a fetcher marks one partition failed instead of dying, and the partition's
+# next leadership change starts it afresh: the broker leads it, or a fetcher is added for it.
+# A follower fenced while the leader epoch moves on (FENCED_LEADER_EPOCH: "older epoch than
+# the current leader") is marked failed that way until its next LeaderAndIsr state, so only
+# a mark that nothing restarted since is a stuck follower. A dead fetcher thread (before
+# 2.3) is stuck for good, whatever follows: partitions added to it are never fetched.
+MARKED_FAILED = "marked as failed"
+RESTARTED = re.compile(r"Added fetcher|^(?!.*Follower ).*starts at leader epoch", re.IGNORECASE)
+
+
+def _names(topic: str) -> re.Pattern[str]:
+    """A partition of `topic` named in a log line (`topic-3`; before 1.0 some lines name
+    the topic alone: `for topic t,`), and not a topic whose name merely starts or ends the
+    same way."""
+    return re.compile(rf"(?<![\w.-]){re.escape(topic)}(?:-(\d+)\b|(?=[,\s]))")
+
+
+def stuck_line(lines: Iterable[str], topic: str | None) -> tuple[int, str] | None:
+    """(partition, line) of the first sign in `lines` that replication of a partition of
+    `topic` (None: of any) stopped for good; partition -1: the line names no partition."""
+    names = _names(topic) if topic is not None else None
+    marked: dict[int, str] = {}
+    for line in lines:
+        found = list(names.finditer(line)) if names is not None else []
+        if names is not None and not found:
+            continue
+        partitions = [int(m.group(1)) for m in found if m.group(1) is not None] or [-1]
+        if any(mark in line for mark in STUCK_MARKS if mark != MARKED_FAILED):
+            return partitions[0], line.strip()[:400]
+        if MARKED_FAILED in line:
+            marked.setdefault(partitions[0], line.strip()[:400])
+        elif RESTARTED.search(line):
+            for p in partitions if names is not None else list(marked):
+                marked.pop(p, None)
+    return next(iter(marked.items()), None)
+
+
+def stuck_follower(
+    cluster: Cluster, broker_id: int, topic: str | None, *, since: int = 0
+) -> tuple[int, str] | None:
+    """(partition, log line) of the first sign, in the broker's log from byte `since` on,
+    that its replication of a partition of `topic` (None: of any) stopped for good."""
+    log = cluster.broker(broker_id).log_file
+    if not log.is_file():
+        return None
+    with log.open("rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    return stuck_line(text.splitlines(), topic)
