@@ -111,9 +111,11 @@ def write_batch(
     whose metadata comes from it, as a client of a zombie leader's would. With
     `request_timeout` the broker answers within it (an acks=all write the ISR does not
     complete times out); without, the one request is waited for as long as the batch may
-    take (an acks=all write can wait for the ISR to shrink first). Either way the batch is
-    never sent twice: without idempotence a resent request appends it a second time. `pad`
-    makes each value that many bytes longer (a batch a packet filter can tell apart)."""
+    take (an acks=all write can wait for the ISR to shrink first). Either way no timeout
+    resends it: without idempotence a resent request appends the batch a second time. (The
+    client was seen to resend after NOT_LEADER_FOR_PARTITION even so: a leader deposed
+    while its acks=all write waited had appended it once already, on 1.1.1.) `pad` makes each
+    value that many bytes longer (a batch a packet filter can tell apart)."""
     tag = secrets.token_hex(4)  # distinct contents, hence distinct CRCs, per batch
     wait_ms = int((request_timeout if request_timeout is not None else timeout) * 1000)
     conf: dict[str, Any] = {

@@ -26,6 +26,14 @@ from runrecord.schedule import Cluster as Shape
 from runrecord.schedule import session_key
 from suites.broker_logs import log_mark, stuck_follower
 
+# A ZooKeeper-mode controller sends each broker one request at a time and waits for its
+# answer (ControllerChannelManager's RequestSendThread, with request.timeout.ms; connecting
+# waits controller.socket.timeout.ms). A request caught by a cut whose packets are dropped
+# waits out that timeout, 30 s by default, even after the heal, and the broker leads on in
+# its old leader epoch meanwhile, which the model does not (a new epoch reaches a healed
+# broker at once). 5 s bounds that lag.
+CONTROLLER_CHANNEL = {"request.timeout.ms": 5000, "controller.socket.timeout.ms": 5000}
+
 
 def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> ClusterSpec:
     """The cluster a schedule's shape asks for. Elections are the schedule's alone:
@@ -46,13 +54,16 @@ def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> Clu
         # The active controller fences a broker after its own broker.session.timeout.ms.
         fence = {key: shape.broker_config.session_timeout_ms}
         nodes.update({f"c{i}": fence for i in range(1, shape.controllers + 1)})
+    broker_config = {**configs(shape.broker_config), "unclean.leader.election.enable": False}
+    if shape.mode == "zk":
+        broker_config.update(CONTROLLER_CHANNEL)
     return ClusterSpec(
         kafka,
         shape.mode,
         brokers=shape.brokers,
         controllers=shape.controllers if shape.mode == "kraft" else 1,
         controller=shape.controller if shape.mode == "zk" else None,
-        broker_config={**configs(shape.broker_config), "unclean.leader.election.enable": False},
+        broker_config=broker_config,
         node_config=nodes,
         base_image=base_image,
     )

@@ -52,6 +52,8 @@ def test_the_cluster_a_shape_asks_for() -> None:
         "zookeeper.session.timeout.ms": 60000,
         "replica.high.watermark.checkpoint.interval.ms": 5000,
         "unclean.leader.election.enable": False,
+        "request.timeout.ms": 5000,
+        "controller.socket.timeout.ms": 5000,
     }
     assert spec.node_config == {"b2": {"zookeeper.session.timeout.ms": 6000}}
 
