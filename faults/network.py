@@ -119,12 +119,11 @@ class Cut:
         return specs
 
     def _install(self, node: Node, spec: list[str]) -> None:
-        result = node.exec(["iptables", "-I", *spec])
-        if result.exit_code != 0:
-            self._remove_rules()
-            raise LogforkError(
-                f"iptables in {node.name} refused {' '.join(spec)}: {result.output.strip()}"
-            )
+        try:
+            insert_rules(node, [spec])
+        except LogforkError:
+            self._remove_rules()  # what this cut installed in other namespaces already
+            raise
         self._incarnations.setdefault(node.name, node.started_at())
         if node is self.node:
             self.rules.append(spec)
@@ -207,19 +206,16 @@ class Cut:
             self._incarnations.pop(name, None)
 
     def _remove_rules(self) -> list[str]:
-        # A node that was killed took its namespace, and the rules, with it; a restarted
-        # one starts with a fresh namespace.
+        """Delete the rules still held (`delete_rules`, per namespace); returns the
+        deletions that failed, each naming its node."""
         self._forget_lost_rules()
-        failed = []
-        for node, spec in self._held():
-            result = node.exec(["iptables", "-D", *spec])
-            if result.exit_code == 0:
-                if node is self.node:
-                    self.rules.remove(spec)
-                else:
-                    self.mirrored.remove((node, spec))
-            else:
-                failed.append(f"{node.name}: {' '.join(spec)}: {result.output.strip()}")
+        failed = [f"{self.node.name}: {f}" for f in delete_rules(self.node, self.rules)]
+        kept: list[tuple[Node, list[str]]] = []
+        for peer in {n.name: n for n, _ in self.mirrored}.values():
+            specs = [spec for n, spec in self.mirrored if n.name == peer.name]
+            failed += [f"{peer.name}: {f}" for f in delete_rules(peer, specs)]
+            kept += [(peer, spec) for spec in specs]
+        self.mirrored = kept
         return failed
 
     def heal(self) -> None:

@@ -11,6 +11,13 @@ from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 
 
+def _lines_from(node, since: int) -> list[str]:
+    """The node's log lines from byte `since` on."""
+    with node.log_file.open("rb") as f:
+        f.seek(since)
+        return f.read().decode(errors="replace").splitlines()
+
+
 def log_mark(node) -> int:
     """Where the node's log ends now; lines after it are what happens next."""
     return node.log_file.stat().st_size if node.log_file.is_file() else 0
@@ -19,14 +26,9 @@ def log_mark(node) -> int:
 def await_log_line(node, match, *, since: int, what: str, timeout: float = 60.0) -> str:
     """The first line the node logs after `since` that `match` accepts."""
 
-    def lines() -> list[str]:
-        with node.log_file.open("rb") as f:
-            f.seek(since)
-            return f.read().decode(errors="replace").splitlines()
-
     try:
         found = wait_until(
-            lambda: [ln for ln in lines() if match(ln)],
+            lambda: [ln for ln in _lines_from(node, since) if match(ln)],
             bool,
             what=what,
             timeout=timeout,
@@ -41,18 +43,17 @@ def log_lines(node, text: str) -> list[str]:
     """The node's log lines that contain `text`."""
     if not node.log_file.is_file():
         return []
-    return [ln for ln in node.log_file.read_text(errors="replace").splitlines() if text in ln]
+    return [ln for ln in _lines_from(node, 0) if text in ln]
 
 
 # Log lines that mean a follower's replication of a partition stopped for good (until
-# someone intervenes): the fetcher thread died (before 2.3) or marked the partition failed
-# (KIP-461, 2.3+). The first is KAFKA-6361's n < 20 case. The last: a follower whose log
-# ends past its leader's, where the topic forbids unclean elections, halts the broker
-# before 2.0 rather than truncate (ReplicaFetcherThread.handleOffsetOutOfRange).
+# someone intervenes): the fetcher thread died (before 2.3). The first is KAFKA-6361's
+# n < 20 case. The last: a follower whose log ends past its leader's, where the topic
+# forbids unclean elections, halts the broker before 2.0 rather than truncate
+# (ReplicaFetcherThread.handleOffsetOutOfRange).
 STUCK_MARKS = (
     "UnexpectedAppendOffsetException",
     "Error processing data for partition",
-    "marked as failed",
     "Out of order offsets",
     "because log truncation is not allowed",
 )
@@ -85,12 +86,12 @@ def stuck_line(lines: Iterable[str], topic: str | None) -> tuple[int, str] | Non
         if names is not None and not found:
             continue
         partitions = [int(m.group(1)) for m in found if m.group(1) is not None] or [-1]
-        if any(mark in line for mark in STUCK_MARKS if mark != MARKED_FAILED):
+        if any(mark in line for mark in STUCK_MARKS):
             return partitions[0], line.strip()[:400]
         if MARKED_FAILED in line:
             marked.setdefault(partitions[0], line.strip()[:400])
         elif RESTARTED.search(line):
-            for p in partitions if names is not None else list(marked):
+            for p in partitions:  # with no topic, every mark and restart is under -1
                 marked.pop(p, None)
     return next(iter(marked.items()), None)
 
@@ -100,10 +101,7 @@ def stuck_follower(
 ) -> tuple[int, str] | None:
     """(partition, log line) of the first sign, in the broker's log from byte `since` on,
     that its replication of a partition of `topic` (None: of any) stopped for good."""
-    log = cluster.broker(broker_id).log_file
-    if not log.is_file():
+    node = cluster.broker(broker_id)
+    if not node.log_file.is_file():
         return None
-    with log.open("rb") as f:
-        f.seek(since)
-        text = f.read().decode(errors="replace")
-    return stuck_line(text.splitlines(), topic)
+    return stuck_line(_lines_from(node, since), topic)
