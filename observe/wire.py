@@ -20,6 +20,7 @@ from checkers.encode import encode_v2_batch
 
 PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH = (
     0, 1, 2, 21, 18, 23)  # fmt: skip
+METADATA = 3
 ALTER_REPLICA_LOG_DIRS = 34
 NAMES = {
     PRODUCE: "PRODUCE",
@@ -28,11 +29,13 @@ NAMES = {
     DELETE_RECORDS: "DELETE_RECORDS",
     OFFSET_FOR_LEADER_EPOCH: "OFFSET_FOR_LEADER_EPOCH",
     ALTER_REPLICA_LOG_DIRS: "ALTER_REPLICA_LOG_DIRS",
+    METADATA: "METADATA",
 }
 # Versions encoded below: non-flexible ones, except DeleteRecords v2 (the oldest that 4.x
-# still serves).
+# still serves). Metadata v1 serves 0.10.2 (which has v0-v2), v4 serves 4.x (KIP-896 dropped
+# v0-v3).
 ENCODED = {PRODUCE: (3,), FETCH: (4,), LIST_OFFSETS: (1,), OFFSET_FOR_LEADER_EPOCH: (2,),
-           DELETE_RECORDS: (0, 2), ALTER_REPLICA_LOG_DIRS: (1,)}  # fmt: skip
+           DELETE_RECORDS: (0, 2), ALTER_REPLICA_LOG_DIRS: (1,), METADATA: (1, 4)}  # fmt: skip
 FLEXIBLE = {(DELETE_RECORDS, 2)}
 ERRORS = {0: "NONE", 1: "OFFSET_OUT_OF_RANGE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
           6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 19: "NOT_ENOUGH_REPLICAS",
@@ -220,6 +223,42 @@ class Connection:
             r.int32()
         _, low, error = r.int32(), r.int64(), r.int16()
         return Answer("DELETE_RECORDS", v, error, f"low watermark {low}")
+
+    # -- what this broker's metadata cache says ------------------------------------------
+    def leader_seen(self, topic: str, partition: int) -> int | None:
+        """The leader this broker's own metadata cache names for the partition (None: it
+        names none, or knows no such partition). A client library sends a metadata request
+        to whichever broker it likes best; this one asks the broker it is connected to."""
+        v = self.version_for(METADATA)
+        body = struct.pack(">i", 1) + string(topic)
+        if v >= 4:
+            body += b"\x00"  # allow_auto_topic_creation: false
+        r = self._roundtrip(METADATA, v, body)
+        if v >= 3:
+            r.int32()  # throttle
+        for _ in range(r.int32()):  # brokers: id, host, port, rack
+            r.int32()
+            r.string()
+            r.int32()
+            r.string()
+        if v >= 2:
+            r.string()  # cluster id
+        r.int32()  # controller id
+        leader = None
+        for _ in range(r.int32()):
+            r.int16()
+            name = r.string()
+            r.int8()  # is_internal
+            for _ in range(r.int32()):
+                # The error may be REPLICA_NOT_AVAILABLE beside a valid leader (a replica's
+                # broker is down): the leader field alone says who leads, -1 for nobody.
+                r.int16()
+                index, seen = r.int32(), r.int32()
+                r.int32s()  # replicas
+                r.int32s()  # isr
+                if name == topic and index == partition and seen >= 0:
+                    leader = seen
+        return leader
 
     # -- moving a replica between a broker's log dirs (KIP-113) --------------------------
     def alter_replica_log_dir(self, topic: str, partition: int, path: str) -> Answer:

@@ -149,6 +149,31 @@ def write_batch(
     return sends
 
 
+def check_landed(cluster: Cluster, to: int, sends: list[Send]) -> None:
+    """An acknowledged batch is on broker `to`'s disk, at the offsets the client was told,
+    in entries written no earlier than it was sent; otherwise another broker took it (a
+    zombie leader whose stale metadata a client followed) and the step did not happen."""
+    acked = [s for s in sends if s.ok and s.offset is not None]
+    if not acked:
+        return
+    first, last = min(s.offset for s in acked), max(s.offset for s in acked)
+    topic, partition = acked[0].topic, acked[0].partition
+    sent_ms = int(min(s.sent for s in acked) * 1000) - 1
+    held = [
+        b
+        for b in replica(cluster, to, topic, partition).batches
+        if b.last_offset >= first and b.base_offset <= last
+    ]
+    covered = sum(b.last_offset - b.base_offset + 1 for b in held)
+    fresh = all(b.magic == 0 or b.max_timestamp >= sent_ms for b in held)
+    if covered != last - first + 1 or not fresh or held[0].base_offset != first:
+        raise NotReached(
+            f"the batch acknowledged at offsets {first}-{last} on broker {to}'s disk",
+            f"broker {to} holds there: "
+            + (" ".join(f"[{b.base_offset},{b.last_offset}]" for b in held) or "nothing"),
+        )
+
+
 def produce_batch(
     ctx: RunContext,
     topic: str,
@@ -166,7 +191,7 @@ def produce_batch(
     # client would be sent elsewhere (to a zombie leader, say, which would accept it).
     cluster = ctx.cluster
     wait_until(
-        lambda: cluster.partition_metadata(topic, partition, only=to).leader,
+        lambda: cluster.leader_seen_by(to, topic, partition),
         lambda leader: leader == to,
         what=f"broker {to} to see itself as leader of {topic}-{partition}",
         timeout=30,
@@ -181,6 +206,7 @@ def produce_batch(
             f"a batch of {count} records (acks={acks}) acknowledged by broker {to}",
             f"{len(failed)} failed ({failed[0].error if failed else ''}), offsets {offsets}",
         )
+    check_landed(ctx.cluster, to, sends)
     ctx.timeline.record(
         "note", "batch", topic=topic, broker=to, acks=acks, first=offsets[0], last=offsets[-1]
     )

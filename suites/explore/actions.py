@@ -30,7 +30,7 @@ from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Endpoint, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
 from suites.scenario import RunContext
-from suites.steps import write_batch
+from suites.steps import check_landed, write_batch
 
 # An acks=all write the ISR does not complete is answered with a timeout after this long
 # (the produce request's timeout); a write is never retried, so one step is one batch.
@@ -225,6 +225,7 @@ class Live:
         if any(NOT_ENOUGH_REPLICAS in e for e in errors):
             raise Rejected(f"broker {b} refused the write: {errors[0]}; nothing written")
         acknowledged = not errors and len(offsets) == step.count
+        check_landed(self.cluster, b, sends)
         self.ctx.timeline.record(
             "note",
             "batch",
@@ -244,7 +245,7 @@ class Live:
         little: a new leader learns it leads moments after the controller elects it)."""
         try:
             return wait_until(
-                lambda: self.cluster.partition_metadata(self.topic, 0, only=b).leader,
+                lambda: self.cluster.leader_seen_by(b, self.topic),
                 lambda leader: leader == b,
                 what=f"broker {b} to see itself lead",
                 timeout=LEADER_SEEN_TIMEOUT,
