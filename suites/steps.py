@@ -18,6 +18,7 @@ from confluent_kafka import Producer
 from checkers.audit import audit
 from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.history import check_history
+from checkers.lineage import Lineage
 from checkers.model import TruncationResult, truncate_follower
 from checkers.verdict import PartitionVerdict
 from fixtures.cluster import Cluster, ClusterSpec
@@ -114,7 +115,8 @@ def write_batch(
     take (an acks=all write can wait for the ISR to shrink first). Either way no timeout
     resends it: without idempotence a resent request appends the batch a second time. (The
     client was seen to resend after NOT_LEADER_FOR_PARTITION even so: a leader deposed
-    while its acks=all write waited had appended it once already, on 1.1.1.) `pad` makes each
+    while its acks=all write waited had appended it once already, on 1.1.1; `check_landed`
+    finds the second copy.) `pad` makes each
     value that many bytes longer (a batch a packet filter can tell apart)."""
     tag = secrets.token_hex(4)  # distinct contents, hence distinct CRCs, per batch
     wait_ms = int((request_timeout if request_timeout is not None else timeout) * 1000)
@@ -159,11 +161,8 @@ def check_landed(cluster: Cluster, to: int, sends: list[Send]) -> None:
     first, last = min(s.offset for s in acked), max(s.offset for s in acked)
     topic, partition = acked[0].topic, acked[0].partition
     sent_ms = int(min(s.sent for s in acked) * 1000) - 1
-    held = [
-        b
-        for b in replica(cluster, to, topic, partition).batches
-        if b.last_offset >= first and b.base_offset <= last
-    ]
+    batches = replica(cluster, to, topic, partition).batches
+    held = [b for b in batches if b.last_offset >= first and b.base_offset <= last]
     covered = sum(b.last_offset - b.base_offset + 1 for b in held)
     fresh = all(b.magic == 0 or b.max_timestamp >= sent_ms for b in held)
     if covered != last - first + 1 or not fresh or held[0].base_offset != first:
@@ -171,6 +170,18 @@ def check_landed(cluster: Cluster, to: int, sends: list[Send]) -> None:
             f"the batch acknowledged at offsets {first}-{last} on broker {to}'s disk",
             f"broker {to} holds there: "
             + (" ".join(f"[{b.base_offset},{b.last_offset}]" for b in held) or "nothing"),
+        )
+    # A v2 batch's CRC leaves out its base offset and leader epoch: the same batch sent
+    # again has the same one. librdkafka re-sends after NOT_LEADER_FOR_PARTITION even with
+    # retries=0, and a leader deposed while an acks=all write waited has appended it once
+    # already (Kafka 1.1, Partition.checkEnoughReplicasReachOffset): written twice, once.
+    sent = {b.crc for b in held if b.magic >= 2}
+    again = [b for b in batches if b.crc in sent and not first <= b.base_offset <= last]
+    if again:
+        raise NotReached(
+            f"the batch acknowledged at offsets {first}-{last} written once",
+            f"broker {to} holds it also at "
+            + " ".join(f"[{b.base_offset},{b.last_offset}]" for b in again),
         )
 
 
@@ -320,7 +331,7 @@ def converge(
                 isr = partition_state(cluster, topic, p).isr
             except Exception:  # noqa: BLE001 - a controller failing over; look again
                 isr = ()
-            leos = {b: replica(cluster, b, topic, p).leo for b in replicas}
+            leos = {b: _replicated_to(replica(cluster, b, topic, p)) for b in replicas}
             result.partitions[p] = {"isr": list(isr), "leos": leos}
         first = result.partitions[partitions[0]]
         result.isr, result.log_end_offsets = tuple(first["isr"]), first["leos"]
@@ -351,6 +362,16 @@ def converge(
         stalled=result.stalled,
     )
     return result
+
+
+def _replicated_to(lineage: Lineage) -> int:
+    """How far a replica has come: its log end on disk, or its checkpointed high watermark
+    where that is further. Before 2.0 a truncation to an offset inside a batch drops the
+    whole batch from the file yet sets the in-memory log end to that offset, and the
+    follower fetches on from there (KAFKA-6361's mid-batch case; Log.truncateTo): its file
+    stays short for good, while its high watermark, which never passes its real log end,
+    moves on."""
+    return max(lineage.leo, lineage.high_watermark or 0)
 
 
 def _await_checkpointed_high_watermarks(

@@ -240,7 +240,12 @@ class ControlPlane(Replication):
             node.disconnected += seconds
             if node.disconnected >= self._session_timeout(b):
                 node.registered = False
-                self._failed.add(b)
+                # A ZooKeeper-mode successor reads the live brokers from /brokers/ids when it
+                # takes over (KafkaController.initializeControllerContext): the old
+                # controller is simply absent, no BrokerChange reports it, and
+                # onBrokerFailure never takes it out of an ISR. Its leader's lag check may.
+                if self.cluster.mode == "kraft" or b != self.controller_id:
+                    self._failed.add(b)
                 what = "is fenced" if self.cluster.mode == "kraft" else "loses its session"
                 self._event(f"broker {b} {what} ({node.status}, {node.disconnected:g} s)")
         lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None

@@ -417,6 +417,22 @@ def test_the_zookeeper_controller_moves_when_its_broker_dies() -> None:
     assert p.leader == 2 and p.outcome is Fate.CONSISTENT
 
 
+def test_a_zookeeper_controller_that_dies_stays_in_the_isr_its_successor_inherits() -> None:
+    # The successor never sees broker 3 fail (it is absent from /brokers/ids when it takes
+    # over), so only the leader's lag check, here 10 minutes away, could drop it.
+    long_lag = Cluster(
+        brokers=3,
+        replication_factor=2,
+        replicas=(A, C),
+        controller=C,
+        broker_config=BrokerConfig(replica_lag_time_max_ms=600000),
+    )
+    p = simulate(Schedule(long_lag, steps=(Produce(1), Kill(C), Wait(30))), KIP101)
+    assert "step 1: broker 1 becomes the controller" in p.events
+    assert not [e for e in p.events if "removes failed broker" in e]
+    assert p.isr == [A, C] and p.leader == A
+
+
 def test_a_broker_cut_from_the_controller_keeps_its_old_view() -> None:
     # Broker 2 restarts but cannot hear from the controller (3): no LeaderAndIsr, so it
     # neither follows nor fetches until healed.

@@ -33,7 +33,8 @@ from suites.scenario import RunContext
 from suites.steps import check_landed, write_batch
 
 # An acks=all write the ISR does not complete is answered with a timeout after this long
-# (the produce request's timeout); a write is never retried, so one step is one batch.
+# (the produce request's timeout); a write is not retried by a timeout, so one step is one
+# batch (a re-send after NOT_LEADER_FOR_PARTITION makes the step not reached: check_landed).
 REQUEST_TIMEOUT = 8.0
 LEADER_SEEN_TIMEOUT = 15.0  # for a new leader to learn that it leads
 SETTLE_TIMEOUT = 10.0  # for the cluster to settle where the model does after a step
