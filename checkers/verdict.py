@@ -20,7 +20,7 @@ from checkers.compaction import (
     first_record_difference,
 )
 from checkers.lineage import Lineage, first_divergence
-from checkers.model import TruncationResult, truncate_follower
+from checkers.model import Fate, TruncationResult, truncate_follower
 from checkers.protocol import Protocol
 from checkers.records import Batch
 
@@ -195,7 +195,38 @@ def judge_partition(
     for lin in ordered:
         if lin is not chosen:
             verdict.predictions[lin.broker_id] = truncate_follower(chosen, lin, protocol)
+    _pending_truncation(verdict, by_id, chosen)
     return verdict
+
+
+def _pending_truncation(
+    verdict: PartitionVerdict, by_id: dict[int, Lineage], chosen: Lineage
+) -> None:
+    """Clear a divergence that is only a tail awaiting truncation: each replica that differs
+    from the leader does so from an offset at or above its own checkpointed high watermark
+    (it never counted that data committed), and the protocol truncates it at its next fetch.
+    A leader deposed with writes its followers had not fetched (a controlled shutdown, say)
+    stops like that; a follower that fetched since would have a higher high watermark."""
+    lead = chosen.broker_id
+    apart = {(b if a == lead else a): at for a, b, at in verdict.pairs if lead in (a, b)}
+    if not apart:
+        return
+    for broker, at in apart.items():
+        hw = by_id[broker].high_watermark
+        prediction = verdict.predictions[broker]
+        if hw is None or hw > at or prediction.outcome is not Fate.CONSISTENT:
+            return
+    for broker, at in sorted(apart.items()):
+        tail = [b.span for b in by_id[broker].batches if b.last_offset >= at]
+        verdict.notes.append(
+            f"broker {broker} differs from the leader (broker {lead}) from offset {at}, at "
+            f"or above its own high watermark {by_id[broker].high_watermark}: an uncommitted "
+            f"tail ({', '.join(tail)}) that its next fetch truncates "
+            f"({verdict.protocol.value} rules; see its prediction)"
+        )
+    verdict.status = CONSISTENT
+    verdict.diverged_at, verdict.below_high_watermark = None, False
+    verdict.pairs, verdict.versions, verdict.lacking = [], [], []
 
 
 def _pair_divergence(

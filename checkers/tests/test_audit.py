@@ -113,7 +113,8 @@ def test_divergence_at_offset_zero(tmp_path: Path) -> None:
     dirs = brokers(
         tmp_path,
         {
-            1: {("t", 0): PartitionSpec([(0, 0, 0), (1, 1, 2)], high_watermark=0)},
+            # No high watermark checkpoint on broker 1: nothing says its tail is uncommitted.
+            1: {("t", 0): PartitionSpec([(0, 0, 0), (1, 1, 2)])},
             2: {("t", 0): PartitionSpec([(0, 0, 1), (1, 1, 3)], high_watermark=2)},
         },
     )
@@ -129,6 +130,43 @@ def test_divergence_at_offset_zero(tmp_path: Path) -> None:
     assert prediction["follower"] == 1 and prediction["truncation_offset"] == 0
     assert len(prediction["rounds"]) == 2  # KIP-279 scenario 3
     assert data["summary"] == {"partitions": 1, "consistent": 0, "diverged": 1, "errors": 0}
+
+
+def test_an_uncommitted_tail_awaiting_truncation_is_not_a_divergence(tmp_path: Path) -> None:
+    # A leader stopped (controlled shutdown) with a write its followers had not fetched:
+    # broker 1's [3, 3] in epoch 0 sits at its own high watermark, and the new leader wrote
+    # its own [3, 3] in epoch 1. Broker 1's next fetch truncates it.
+    mine = [(0, 2, 0), (3, 3, 0)]
+    theirs = [(0, 2, 0), (3, 3, 1)]
+    dirs = brokers(
+        tmp_path,
+        {
+            1: {("t", 0): PartitionSpec(mine, high_watermark=3)},
+            2: {("t", 0): PartitionSpec(theirs, high_watermark=4)},
+            3: {("t", 0): PartitionSpec(theirs, high_watermark=4)},
+        },
+    )
+    result = audit(dirs)
+    assert result.exit_code == 0
+    verdict = entry(result.to_dict(), "t")
+    assert verdict["status"] == "consistent" and verdict["diverged_at"] is None
+    assert any("broker 1 differs from the leader (broker 2) from offset 3" in n
+               for n in verdict["notes"])  # fmt: skip
+    assert {p["follower"]: p["outcome"] for p in verdict["predictions"]}[1] == "consistent"
+
+
+def test_the_same_tail_below_its_own_high_watermark_is_a_divergence(tmp_path: Path) -> None:
+    mine = [(0, 2, 0), (3, 3, 0)]
+    theirs = [(0, 2, 0), (3, 3, 1)]
+    dirs = brokers(
+        tmp_path,
+        {
+            1: {("t", 0): PartitionSpec(mine, high_watermark=4)},
+            2: {("t", 0): PartitionSpec(theirs, high_watermark=4)},
+        },
+    )
+    verdict = entry(audit(dirs).to_dict(), "t")
+    assert verdict["status"] == "diverged" and verdict["diverged_at"] == 3
 
 
 def test_divergence_in_one_partition_of_many(tmp_path: Path) -> None:
@@ -344,7 +382,7 @@ def test_pre_0_11_message_formats(tmp_path: Path) -> None:
         {
             1: {("t", 0): PartitionSpec(good, high_watermark=13, leader_epochs=[])},
             2: {("t", 0): PartitionSpec(good[:3], high_watermark=10, leader_epochs=[])},
-            3: {("t", 0): PartitionSpec(other, high_watermark=5, leader_epochs=[])},
+            3: {("t", 0): PartitionSpec(other, high_watermark=10, leader_epochs=[])},
         },
     )
     result = audit(dirs, protocol=Protocol.HIGH_WATERMARK)
@@ -353,7 +391,8 @@ def test_pre_0_11_message_formats(tmp_path: Path) -> None:
     assert verdict.below_high_watermark and verdict.pairs == [(1, 3, 5), (2, 3, 5)]
     prediction = verdict.predictions[3]
     assert prediction.rounds[0].request == "high-watermark"
-    assert prediction.truncation_offset == 5 and prediction.outcome.value == "consistent"
+    # Broker 3 counted [5, 9] committed (high watermark 10): truncating to it keeps them.
+    assert prediction.truncation_offset == 10 and prediction.outcome.value == "diverged"
     assert not result.errors
 
 
