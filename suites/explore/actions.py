@@ -387,10 +387,11 @@ class Live:
             kill()
             return 0.0
         before = session.states_in_isr(self.cluster, b)
+        controller = session.zk_controller(self.cluster)
         kill()
         what = f"the cluster to notice broker {b}'s crash"
         try:
-            session.await_loss(self.cluster, b, before, what)
+            session.await_loss(self.cluster, b, before, what, controller=controller)
         except WaitTimeout as exc:
             raise NotReached(exc.what, str(exc.last)) from None
         return self._session_wait(b)
