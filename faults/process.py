@@ -70,7 +70,7 @@ def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0, serving: bo
         # Registered is not serving: the broker answers a metadata request listing itself.
         if serving:
             wait_until(
-                lambda: set(cluster.admin(only=node.node_id).list_topics(timeout=5).brokers),
+                lambda: cluster.metadata_seen_by(node.node_id).brokers,
                 lambda ids: node.node_id in ids,
                 what=f"broker {node.node_id} serving again after restart",
                 timeout=timeout,

@@ -61,6 +61,16 @@ class Answer:
         return ERRORS.get(self.error_code, f"error {self.error_code}")
 
 
+@dataclass(frozen=True)
+class CachedMetadata:
+    brokers: frozenset[int]
+    leaders: dict[tuple[str, int], int]  # (topic, partition) -> leader, -1 for none
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        found = self.leaders.get((topic, partition), -1)
+        return found if found >= 0 else None
+
+
 class Connection:
     def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
@@ -225,26 +235,27 @@ class Connection:
         return Answer("DELETE_RECORDS", v, error, f"low watermark {low}")
 
     # -- what this broker's metadata cache says ------------------------------------------
-    def leader_seen(self, topic: str, partition: int) -> int | None:
-        """The leader this broker's own metadata cache names for the partition (None: it
-        names none, or knows no such partition). A client library sends a metadata request
-        to whichever broker it likes best; this one asks the broker it is connected to."""
+    def metadata(self, topics: tuple[str, ...] = ()) -> CachedMetadata:
+        """This broker's own metadata cache: the live brokers it lists, and the leader it
+        names for each partition of `topics` (-1: none). A client library sends a metadata
+        request to whichever broker it likes best; this asks the broker it is connected to."""
         v = self.version_for(METADATA)
-        body = struct.pack(">i", 1) + string(topic)
+        body = struct.pack(">i", len(topics)) + b"".join(string(t) for t in topics)
         if v >= 4:
             body += b"\x00"  # allow_auto_topic_creation: false
         r = self._roundtrip(METADATA, v, body)
         if v >= 3:
             r.int32()  # throttle
-        for _ in range(r.int32()):  # brokers: id, host, port, rack
-            r.int32()
+        brokers = []
+        for _ in range(r.int32()):  # id, host, port, rack
+            brokers.append(r.int32())
             r.string()
             r.int32()
             r.string()
         if v >= 2:
             r.string()  # cluster id
         r.int32()  # controller id
-        leader = None
+        leaders = {}
         for _ in range(r.int32()):
             r.int16()
             name = r.string()
@@ -253,12 +264,11 @@ class Connection:
                 # The error may be REPLICA_NOT_AVAILABLE beside a valid leader (a replica's
                 # broker is down): the leader field alone says who leads, -1 for nobody.
                 r.int16()
-                index, seen = r.int32(), r.int32()
+                index, leader = r.int32(), r.int32()
                 r.int32s()  # replicas
                 r.int32s()  # isr
-                if name == topic and index == partition and seen >= 0:
-                    leader = seen
-        return leader
+                leaders[(name or "", index)] = leader
+        return CachedMetadata(frozenset(brokers), leaders)
 
     # -- moving a replica between a broker's log dirs (KIP-113) --------------------------
     def alter_replica_log_dir(self, topic: str, partition: int, path: str) -> Answer:

@@ -155,7 +155,7 @@ def check_landed(cluster: Cluster, to: int, sends: list[Send]) -> None:
     """An acknowledged batch is on broker `to`'s disk, at the offsets the client was told,
     in entries written no earlier than it was sent; otherwise another broker took it (a
     zombie leader whose stale metadata a client followed) and the step did not happen."""
-    acked = [s for s in sends if s.ok and s.offset is not None]
+    acked = [s for s in sends if s.ok]
     if not acked:
         return
     first, last = min(s.offset for s in acked), max(s.offset for s in acked)
@@ -168,8 +168,7 @@ def check_landed(cluster: Cluster, to: int, sends: list[Send]) -> None:
     if covered != last - first + 1 or not fresh or held[0].base_offset != first:
         raise NotReached(
             f"the batch acknowledged at offsets {first}-{last} on broker {to}'s disk",
-            f"broker {to} holds there: "
-            + (" ".join(f"[{b.base_offset},{b.last_offset}]" for b in held) or "nothing"),
+            f"broker {to} holds there: " + (" ".join(b.span for b in held) or "nothing"),
         )
     # A v2 batch's CRC leaves out its base offset and leader epoch: the same batch sent
     # again has the same one. librdkafka re-sends after NOT_LEADER_FOR_PARTITION even with
@@ -180,8 +179,7 @@ def check_landed(cluster: Cluster, to: int, sends: list[Send]) -> None:
     if again:
         raise NotReached(
             f"the batch acknowledged at offsets {first}-{last} written once",
-            f"broker {to} holds it also at "
-            + " ".join(f"[{b.base_offset},{b.last_offset}]" for b in again),
+            f"broker {to} holds it also at " + " ".join(b.span for b in again),
         )
 
 
