@@ -285,6 +285,52 @@ def test_sub_ranges_and_starting_offsets(last: int) -> None:
         assert_same(data, start=start, end=end, last=last, final=False)
 
 
+def _big_batches() -> list[bytes]:
+    """40 batches of about 200 KB: 8 MB in one call, so that the walk checks half of the
+    CRCs on a second thread (native/src/lib.rs, PARALLEL_BYTES)."""
+    return [_v2(i * 10, b"%06d" % i + b"x" * 200_000) for i in range(40)]
+
+
+def _big_case(bad_crc: tuple[int, ...] = (), backwards_at: int | None = None) -> bytes:
+    batches = _big_batches()
+    for i in bad_crc:
+        batches[i] = _flip(batches[i], len(batches[i]) // 2)
+    if backwards_at is not None:
+        batches[backwards_at] = _with(batches[backwards_at], 0, struct.pack(">q", 5))
+    return b"".join(batches)
+
+
+# name: (the bytes, the index of the batch a single call must stop at)
+BIG_CASES = {
+    "clean": (_big_case(), 40),
+    "bad-crc-first": (_big_case((0,)), 0),
+    "bad-crc-early-half": (_big_case((3,)), 3),
+    "bad-crc-late-half": (_big_case((30,)), 30),
+    "bad-crc-last": (_big_case((39,)), 39),
+    "bad-crc-both-halves": (_big_case((7, 33)), 7),
+    "crc-before-header": (_big_case((4,), backwards_at=25), 4),
+    "header-before-crc": (_big_case((30,), backwards_at=6), 6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BIG_CASES))
+def test_big_calls_checked_on_two_threads_read_the_same(name: str) -> None:
+    data, stop = BIG_CASES[name]
+    # The readers would agree even if a call stopped too early (the Python loop takes the
+    # entry and calls back), so the call itself must stop at the first bad batch.
+    size = len(data) // 40
+    rows, pos, last = logfork_native.walk_rows(
+        data, 0, len(data), -1, SEGMENT, walk.COMPRESSION_NAMES, 1024
+    )
+    assert (len(rows), pos) == (stop, stop * size)
+    assert last == (10 * (stop - 1) if stop else -1)
+    assert_same(data)
+    assert_same(data, final=False)
+    assert_same(data, chunk=25)
+    assert_same(data, take=20)
+    assert_same(data, start=len(data) // 3, end=len(data) - 1000)
+
+
 def test_every_kind_of_buffer() -> None:
     data = ALL["mixed-formats"] + ALL["many-tiny"][:7500]
     expected = scan_with(iter_batch_rows_py, data)

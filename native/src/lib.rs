@@ -8,7 +8,8 @@
 //! return `(items, position, last offset)`: Python's `_slow_entry` then handles that entry
 //! as it always has, and calls back here for the rest.
 //!
-//! The walk and the CRCs run without the GIL; only the objects are made with it.
+//! The CRCs are checked without the GIL, on big calls half of them on a second thread while
+//! the objects are made; the header pass and the objects hold the GIL.
 
 use std::ptr;
 
@@ -52,11 +53,13 @@ fn be<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
     b[at..at + N].try_into().expect("slice of N bytes")
 }
 
-/// Walk from `pos` while the fast path accepts; returns (stop position, last offset).
+/// Headers from `pos` while the fast path accepts them, every check but the CRC; returns
+/// (stop position, last offset). The CRCs are checked afterwards (`first_bad_crc`), so that
+/// they can run beside the object making; the walk then stops at the first of either.
 ///
 /// `last` is an i128 because Python's is unbounded: baseOffset + lastOffsetDelta may pass
 /// i64::MAX, and a later base must still compare against it as Python compares.
-fn walk(
+fn header_pass(
     data: &[u8],
     mut pos: usize,
     end: usize,
@@ -76,10 +79,6 @@ fn walk(
         if next > end || last_offset_delta < 0 || i128::from(base) <= last {
             break;
         }
-        let crc = u32::from_be_bytes(be(h, 17));
-        if crc32c(&data[pos + V2_CRC_START..next]) != crc {
-            break;
-        }
         last = i128::from(base) + i128::from(last_offset_delta);
         out.push(Header {
             position: pos,
@@ -87,7 +86,7 @@ fn walk(
             base,
             last_offset_delta,
             leader_epoch: i32::from_be_bytes(be(h, 12)),
-            crc,
+            crc: u32::from_be_bytes(be(h, 17)),
             attributes: i16::from_be_bytes(be(h, 21)),
             max_timestamp: i64::from_be_bytes(be(h, 35)),
             producer_id: i64::from_be_bytes(be(h, 43)),
@@ -98,6 +97,13 @@ fn walk(
         pos = next;
     }
     (pos, last)
+}
+
+/// The index of the first header whose stored CRC does not match its bytes.
+fn first_bad_crc(data: &[u8], headers: &[Header]) -> Option<usize> {
+    headers
+        .iter()
+        .position(|h| crc32c(&data[h.position + V2_CRC_START..h.position + h.size]) != h.crc)
 }
 
 /// A contiguous byte view of any buffer-protocol object, released on drop (GIL held).
@@ -136,16 +142,49 @@ impl Drop for Buffer {
     }
 }
 
-/// Walk with the GIL released, except for a first batch walked with it: an entry the fast
-/// path declines at once (a legacy message, say) is then not worth a GIL round trip.
-fn walk_detached(
-    py: Python<'_>,
+/// From this many bytes of batches in one call, half of their CRCs are checked on a second
+/// thread while this one makes the objects: on 16 KB batches the CRCs are most of the scan
+/// and the objects the rest. A call of one-record batches (about 75 KB per 1024) stays on
+/// one thread, where starting another would cost more than it saves.
+const PARALLEL_BYTES: usize = 4 << 20;
+
+/// Drops the objects made so far (GIL held).
+unsafe fn drop_all(objects: &[*mut ffi::PyObject]) {
+    for &obj in objects {
+        ffi::Py_DECREF(obj);
+    }
+}
+
+/// One object per header, made by `make`; on an error the ones made are dropped.
+fn make_all(
+    headers: &[Header],
+    make: &mut impl FnMut(&Header) -> PyResult<*mut ffi::PyObject>,
+) -> PyResult<Vec<*mut ffi::PyObject>> {
+    let mut objects = Vec::with_capacity(headers.len());
+    for h in headers {
+        match make(h) {
+            Ok(obj) => objects.push(obj),
+            Err(e) => {
+                unsafe { drop_all(&objects) };
+                return Err(e);
+            }
+        }
+    }
+    Ok(objects)
+}
+
+/// The objects `make` makes for the batches the fast path takes from `start`, in a list,
+/// with the position where the walk stopped and the last offset of the last batch taken
+/// (`last` itself when none is). The CRCs are checked without the GIL.
+fn walk_objects<'py>(
+    py: Python<'py>,
     data: &[u8],
     start: usize,
     end: usize,
     last: i128,
     limit: usize,
-) -> PyResult<(Vec<Header>, usize, i128)> {
+    mut make: impl FnMut(&Header) -> PyResult<*mut ffi::PyObject>,
+) -> PyResult<(Bound<'py, PyList>, usize, i128)> {
     if start > end || end > data.len() {
         return Err(PyValueError::new_err(format!(
             "need 0 <= start <= end <= {}, got start {start}, end {end}",
@@ -153,11 +192,55 @@ fn walk_detached(
         )));
     }
     let mut headers = Vec::with_capacity(limit.min(4096));
-    let (mut pos, mut last) = walk(data, start, end, last, limit.min(1), &mut headers);
-    if headers.len() == 1 && limit > 1 && pos < end {
-        (pos, last) = py.detach(|| walk(data, pos, end, last, limit, &mut headers));
+    let (stop, stop_last) = header_pass(data, start, end, last, limit, &mut headers);
+    let (bad, mut objects) = if headers.is_empty() {
+        (None, Vec::new())
+    } else if stop - start >= PARALLEL_BYTES {
+        let halfway = start + (stop - start) / 2;
+        let (early, late) = headers.split_at(headers.partition_point(|h| h.position < halfway));
+        std::thread::scope(|s| {
+            let checker = s.spawn(|| first_bad_crc(data, early));
+            let objects = make_all(&headers, &mut make);
+            let late_bad = py.detach(|| first_bad_crc(data, late));
+            let early_bad = checker.join().expect("a CRC check cannot panic");
+            let bad = early_bad.or(late_bad.map(|i| i + early.len()));
+            objects.map(|objects| (bad, objects))
+        })?
+    } else {
+        let bad = py.detach(|| first_bad_crc(data, &headers));
+        let taken = &headers[..bad.unwrap_or(headers.len())];
+        (bad, make_all(taken, &mut make)?)
+    };
+    let (pos, last) = match bad {
+        None => (stop, stop_last),
+        Some(0) => (start, last),
+        Some(i) => {
+            let h = &headers[i - 1];
+            (
+                headers[i].position,
+                i128::from(h.base) + i128::from(h.last_offset_delta),
+            )
+        }
+    };
+    if let Some(i) = bad {
+        unsafe { drop_all(&objects[i.min(objects.len())..]) };
+        objects.truncate(i);
     }
-    Ok((headers, pos, last))
+    unsafe {
+        let list = ffi::PyList_New(objects.len() as isize);
+        if list.is_null() {
+            drop_all(&objects);
+            return Err(PyErr::fetch(py));
+        }
+        for (i, obj) in objects.into_iter().enumerate() {
+            ffi::PyList_SET_ITEM(list, i as isize, obj);
+        }
+        Ok((
+            Bound::from_owned_ptr(py, list).cast_into_unchecked(),
+            pos,
+            last,
+        ))
+    }
 }
 
 /// `last` as an i128: a Python int beyond it compares with every i64 base as the end of
@@ -251,11 +334,14 @@ fn walk_rows<'py>(
 ) -> PyResult<(Bound<'py, PyList>, usize, i128)> {
     let buffer = Buffer::get(buf)?;
     let names = compression_names(names)?;
-    let (headers, pos, last) =
-        walk_detached(py, buffer.bytes(), start, end, last_offset(last)?, limit)?;
-    unsafe {
-        let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(headers.len() as isize))?;
-        for (i, h) in headers.iter().enumerate() {
+    walk_objects(
+        py,
+        buffer.bytes(),
+        start,
+        end,
+        last_offset(last)?,
+        limit,
+        |h| unsafe {
             let values = row_values(py, h, segment.as_ptr(), &names)?;
             let row = ffi::PyTuple_New(FIELDS as isize);
             if row.is_null() {
@@ -267,10 +353,9 @@ fn walk_rows<'py>(
             for (j, v) in values.into_iter().enumerate() {
                 ffi::PyTuple_SET_ITEM(row, j as isize, v);
             }
-            ffi::PyList_SET_ITEM(list.as_ptr(), i as isize, row);
-        }
-        Ok((list.cast_into_unchecked(), pos, last))
-    }
+            Ok(row)
+        },
+    )
 }
 
 /// Where each of a slotted class's fields lives in its instances.
@@ -327,14 +412,21 @@ fn walk_batches<'py>(
     let offsets = slot_offsets(cls, fields)?;
     let buffer = Buffer::get(buf)?;
     let names = compression_names(names)?;
-    let (headers, pos, last) =
-        walk_detached(py, buffer.bytes(), start, end, last_offset(last)?, limit)?;
-    unsafe {
-        let tp = cls.as_type_ptr();
-        let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
-        let gc = ffi::PyType_IS_GC(tp) != 0;
-        let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(headers.len() as isize))?;
-        for (i, h) in headers.iter().enumerate() {
+    let tp = cls.as_type_ptr();
+    let (alloc, gc) = unsafe {
+        (
+            (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc),
+            ffi::PyType_IS_GC(tp) != 0,
+        )
+    };
+    walk_objects(
+        py,
+        buffer.bytes(),
+        start,
+        end,
+        last_offset(last)?,
+        limit,
+        |h| unsafe {
             let values = row_values(py, h, segment.as_ptr(), &names)?;
             let obj = alloc(tp, 0); // zeroed: every slot starts NULL
             if obj.is_null() {
@@ -351,10 +443,9 @@ fn walk_batches<'py>(
                 // batches would make each later collection walk all of them.
                 ffi::PyObject_GC_UnTrack(obj as *mut std::os::raw::c_void);
             }
-            ffi::PyList_SET_ITEM(list.as_ptr(), i as isize, obj);
-        }
-        Ok((list.cast_into_unchecked(), pos, last))
-    }
+            Ok(obj)
+        },
+    )
 }
 
 /// CRC-32C of a buffer, the function the walk checks batches with (for tests).
