@@ -8,7 +8,8 @@ partitions whose last replica departs from its middle batch on, one-record batch
 the local one, Spark local[1] and local[2], and a standalone cluster of two one-core workers
 (`fixtures.spark_cluster`). Each runs the audit (`reports.pipeline`, no tables) in a fresh
 process while /proc is polled for the peak RSS of the driver and of each executor
-(`benchmarks.rss`). The reference is the same fleet read by the segment scan alone
+(`benchmarks.rss`), in `--repeat` rounds: each engine's fastest round counts, and its
+highest peaks. The reference is the same fleet read by the segment scan alone
 (`checkers.segments.scan_partition`, the scan benchmark's code path) on one core.
 
 Prints batches/s, peak RSS and speed-ups, and checks the bars: every planted divergence
@@ -111,6 +112,24 @@ def run_engine(engine: str, dirs: list[str], cluster: Any) -> dict[str, Any]:
     return {"engine": engine, **json.loads(out.strip().splitlines()[-1]), **sampler.peaks.summary()}
 
 
+def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """An engine's fastest round, with the highest peaks of all rounds, and the verdicts of
+    a round that differs from the others (so that the check sees any wrong answer)."""
+    best = dict(min(runs, key=lambda r: r["seconds"]))
+    for key in ("driver_python", "driver_jvm", "python_worker"):
+        if key in best:
+            best[key] = max(r[key] for r in runs)
+    wrong = [
+        r
+        for r in runs
+        if (r.get("diverged"), r.get("errors")) != (best.get("diverged"), best.get("errors"))
+    ]
+    if wrong:
+        best["diverged"], best["errors"] = wrong[0]["diverged"], wrong[0]["errors"]
+    best["rounds"] = [round(r["seconds"], 1) for r in runs]
+    return best
+
+
 def check(results: list[dict[str, Any]], fleet: Any) -> list[str]:
     """The bars, each as a line saying whether it holds."""
     wanted = sorted([t, p, offset] for (t, p), offset in fleet.planted.items())
@@ -184,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=1_000, help="batches per replica")
     parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     parser.add_argument("--no-scan", action="store_true", help="skip the scan-only reference")
+    parser.add_argument(
+        "--repeat", type=int, default=2, help="rounds; each engine's fastest counts (2)"
+    )
     parser.add_argument("--keep", metavar="DIR", help="craft the fleet here (reused if there)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--master", help=argparse.SUPPRESS)
@@ -218,13 +240,17 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         dirs = [str(d) for d in fleet.dirs]
-        results = []
+        runs: dict[str, list[dict[str, Any]]] = {}
+        engines = (["scan"] if not args.no_scan else []) + list(args.engines)
         with standalone("standalone" in args.engines) as cluster:
-            if not args.no_scan:
-                results.append(run_engine("scan", dirs, None))
-            for engine in args.engines:
-                results.append(run_engine(engine, dirs, cluster))
-                print(f"  {engine}: {results[-1]['seconds']:.1f}s", flush=True)
+            # Rounds, each engine once per round: a neighbour that slows one pass down
+            # (this is a shared VM) then spoils one figure, not the comparison.
+            for round_ in range(args.repeat):
+                for engine in engines:
+                    done = run_engine(engine, dirs, cluster if engine != "scan" else None)
+                    runs.setdefault(engine, []).append(done)
+                    print(f"  {engine} (round {round_ + 1}): {done['seconds']:.1f}s", flush=True)
+        results = [best_of(runs[engine]) for engine in engines]
     report(results, batches)
     lines = check(results, fleet)
     print("\n".join(lines))

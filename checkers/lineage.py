@@ -9,6 +9,7 @@ offset.
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -306,14 +307,16 @@ def list_log_dir(path: Path | str, topic: str | None = None) -> LogDirListing:
         if len(log_dir.errors) > found:
             log_dir.bad_checkpoints.append(name)
     try:
-        children = sorted(root.iterdir())
+        # scandir's entries know whether they are directories without a stat each: a log
+        # dir of a large broker holds tens of thousands of partition dirs.
+        with os.scandir(root) as entries:
+            names = sorted(e.name for e in entries if e.is_dir())
     except OSError as exc:
         log_dir.readable = False
         log_dir.errors.append(UnreadableFile(str(root), None, f"cannot list directory: {exc}"))
         return listing
-    for child in children:
-        if not child.is_dir():
-            continue
+    for name in names:
+        child = root / name
         if SIDELINED_DIR_RE.match(child.name):
             log_dir.sidelined.append(child.name)
             continue

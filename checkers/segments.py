@@ -14,7 +14,6 @@ are collected with the file and byte position.
 from __future__ import annotations
 
 import contextlib
-import gc
 import mmap
 import os
 import re
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from checkers import walk
 from checkers.errors import LogReadError, OffsetOrderError, TornTail, UnreadableFile
+from checkers.gcpause import gc_paused
 from checkers.records import Batch, ScanState, make_batch
 from checkers.walk import iter_batch_chunks, iter_batch_rows
 
@@ -194,19 +194,6 @@ def iter_partition_batches(listing: PartitionListing, state: ScanState) -> Itera
         yield from iter_segment_batches(segment, state=state, final=i == last_index)
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Hold off the cyclic garbage collector while building millions of acyclic batches:
-    its repeated passes over the growing list nearly double the cost of a scan."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def scan_partition(partition_dir: Path | str) -> PartitionScan:
     listing = list_segments(partition_dir)
     scan = PartitionScan(
@@ -217,7 +204,7 @@ def scan_partition(partition_dir: Path | str) -> PartitionScan:
         errors=list(listing.errors),
     )
     state = ScanState()
-    with _gc_paused():
+    with gc_paused():
         if walk.native is not None:
             # The native walk makes the Batch objects itself: no row tuple, no Python call
             # per batch (that costs more than the whole walk).

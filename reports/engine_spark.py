@@ -16,10 +16,9 @@ answer does not depend on how many tasks or cores did the work.
 from __future__ import annotations
 
 import functools
-import json
 import pickle
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ import pyarrow as pa
 
 from checkers.audit import decide
 from checkers.audit.plan import ReadTask
+from checkers.gcpause import gc_paused
 from reports import rows as R
 from reports import tables as T
 from reports import tables_out
@@ -73,7 +73,11 @@ def run(
         for dest in dests.values():
             for name in EXECUTOR_TABLES:
                 fresh(child(dest, name))
-        done = _execute(spark, sources, assemble, dests)
+        # The driver builds a row and a verdict per partition, and assembles them, while
+        # the whole plan is alive: cyclic collections would walk every object again and
+        # again (two seconds of a 20,000-partition audit). It reads no batches itself.
+        with gc_paused():
+            done = _execute(spark, sources, assemble, dests)
     for run in done.runs:
         run.tables_dir = final.get(run.key)
     return done
@@ -250,31 +254,38 @@ def _bucket_ids(
     spark: Any, wanted: Sequence[tuple[str, int]], partitions: int
 ) -> dict[str, list[int]]:
     """For each (run, shuffle partition) wanted, a bucket number that Spark's shuffle sends
-    there: `pmod(hash(run, bucket), partitions)` is exactly its hash partitioning."""
-    from pyspark.sql import functions as F
-
-    runs = sorted({run for run, _ in wanted})
-    probe = max(64, partitions * 32)
-    table = pa.table(
-        {
-            "run": pa.array([r for r in runs for _ in range(probe)], pa.string()),
-            "bucket": pa.array([i for _ in runs for i in range(probe)], pa.int32()),
-        }
-    )
-    frame = spark.createDataFrame(table).select(
-        "run", "bucket", F.pmod(F.hash("run", "bucket"), F.lit(partitions)).alias("target")
-    )
-    free: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for row in _collect(frame):
-        free[(row["run"], row["target"])].append(row["bucket"])
-    taken: dict[str, list[int]] = defaultdict(list)
-    for run, target in wanted:
-        choices = sorted(free[(run, target)])
-        pick = next((b for b in choices if b not in taken[run]), None)
-        if pick is None:  # no number lands there: any unused one will do
-            pick = next(b for b in range(probe * 2) if b not in taken[run])
-        taken[run].append(pick)
-    return dict(taken)
+    there: its hash partitioning sends the group key (run, bucket) to
+    `pmod(hash(run, bucket), partitions)`, `hash` being catalyst's Murmur3 over the columns
+    in turn, each seeded with the hash so far (42 first). The JVM's own function is called
+    through py4j: a Spark job to evaluate it cost the driver about two seconds."""
+    jvm = spark.sparkContext._jvm
+    murmur = jvm.org.apache.spark.sql.catalyst.expressions.Murmur3HashFunction
+    types = jvm.org.apache.spark.sql.types.DataTypes
+    utf8 = jvm.org.apache.spark.unsafe.types.UTF8String
+    out: dict[str, list[int]] = {}
+    for run in sorted({run for run, _ in wanted}):
+        targets = [target for r, target in wanted if r == run]
+        need = Counter(targets)
+        seed = murmur.hash(utf8.fromString(run), types.StringType, 42)
+        found: dict[int, list[int]] = defaultdict(list)
+        missing = len(targets)
+        bucket = 0
+        while missing and bucket < max(64, partitions * 64):
+            hashed = murmur.hash(bucket, types.IntegerType, seed)
+            target = (hashed + 2**31) % 2**32 - 2**31  # the Int the expression yields
+            target %= partitions  # pmod: Python's % is never negative here
+            if len(found[target]) < need[target]:
+                found[target].append(bucket)
+                missing -= 1
+            bucket += 1
+        taken: list[int] = []
+        for target in targets:
+            pick = found[target].pop(0) if found[target] else None
+            if pick is None:  # no number landed there: any unused one will do
+                pick = next(b for b in range(bucket, bucket + len(targets) + 1) if b not in taken)
+            taken.append(pick)
+        out[run] = taken
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -291,7 +302,6 @@ def _judge(
 ) -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import StructType
 
     keys = ["run", "topic", "partition"]
     tables = {run: str(dest) for run, dest in dests.items()}
@@ -310,11 +320,10 @@ def _judge(
     )
     left = spark.createDataFrame(rows, from_arrow_schema(T.TASK_SCHEMA)).groupBy("run", "bucket")
     if acked is None:
-        schema = StructType.fromDDL(
-            "run string, topic string, partition int, offset long, key string, value string, "
-            "acks string, acked double, error string"
-        )
-        acked = spark.createDataFrame([], schema)
+        # From an empty Arrow table, not an empty Python list: that would be a Python RDD,
+        # whose job starts Python workers before the judging needs them.
+        empty = pa.schema([*T.PRODUCER_FIELDS, ("run", pa.string())]).empty_table()
+        acked = spark.createDataFrame(empty, from_arrow_schema(empty.schema))
     ordered = sorted(assignment.items())
     table = pa.table(
         {
@@ -324,8 +333,7 @@ def _judge(
             "bucket": pa.array([b for _, b in ordered], pa.int32()),
         }
     )
-    bucket_schema = StructType.fromDDL("run string, topic string, partition int, bucket int")
-    bucket_frame = F.broadcast(spark.createDataFrame(table, bucket_schema))
+    bucket_frame = F.broadcast(spark.createDataFrame(table, from_arrow_schema(table.schema)))
     # Sends to partitions no replica holds go to bucket -1, judged as "absent".
     right = (
         acked.join(bucket_frame, keys, "left")
@@ -339,13 +347,13 @@ def _judge(
 
 
 def _partition_row(row: dict[str, Any]) -> PartitionRow:
-    blob = row["verdict_pickle"]
+    report, replicas, verdict = pickle.loads(row["judged_pickle"])
     return PartitionRow(
         run=row["run"],
         topic=row["topic"],
         partition=row["partition"],
         status=row["status"],
-        replicas=[R.summary_from_value(v) for v in json.loads(row["replicas_json"] or "[]")],
-        verdict=None if blob is None else pickle.loads(bytes(blob)),
-        report=json.loads(row["report_json"] or "{}"),
+        replicas=[R.summary_from_value(v) for v in replicas],
+        verdict=verdict,
+        report=report,
     )

@@ -144,11 +144,10 @@ def judge_bucket(
                 "topic": tp[0],
                 "partition": tp[1],
                 "status": done.status,
-                "report_json": json.dumps(done.report),
-                "replicas_json": json.dumps([R.summary_value(s) for s in summaries]),
-                "verdict_pickle": None
-                if verdict is None
-                else pickle.dumps(verdict, protocol=pickle.HIGHEST_PROTOCOL),
+                "judged_pickle": pickle.dumps(
+                    (done.report, [R.summary_value(s) for s in summaries], verdict),
+                    protocol=pickle.HIGHEST_PROTOCOL,
+                ),
                 "stage": stage,
                 "task": attempt,
             }

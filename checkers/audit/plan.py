@@ -23,6 +23,7 @@ from checkers.checkpoints import (
     QuorumState,
 )
 from checkers.errors import UnreadableFile
+from checkers.gcpause import gc_paused
 from checkers.lineage import LogDir, list_log_dir
 from checkers.metadata_log import METADATA_TOPICS
 from checkers.segments import segment_bytes
@@ -172,6 +173,11 @@ def plan_audit(
     dirs: Sequence[Path | str], topic: str | None = None, compacted: Sequence[str] = ()
 ) -> AuditPlan:
     """List every input down to its partition dirs. Never raises on bad input."""
+    with gc_paused():  # a task and a path or two per partition dir, none of them cyclic
+        return _plan(dirs, topic, compacted)
+
+
+def _plan(dirs: Sequence[Path | str], topic: str | None, compacted: Sequence[str]) -> AuditPlan:
     plan = AuditPlan([str(d) for d in dirs], topic, tuple(compacted))
     paths, errors = expand_inputs(dirs)
     plan.slots.extend(errors)

@@ -69,3 +69,28 @@ def test_local1_and_local2_give_identical_results(tmp_path: Path) -> None:
         ("topic001", 0),
         ("topic013", 2),
     ]
+
+
+def test_bucket_numbers_land_on_the_shuffle_partitions_wanted() -> None:
+    """`_bucket_ids` asks the JVM's Murmur3 through py4j; Spark's own `hash` expression,
+    evaluated in a job, must send each chosen (run, bucket) to its wanted partition."""
+    from pyspark.sql import functions as F
+
+    from reports.engine_spark import _bucket_ids
+
+    partitions = 5
+    wanted = [(run, target % partitions) for run in ("a", "run-b") for target in range(8)]
+    try:
+        spark = get_session("local[1]")
+        ids = _bucket_ids(spark, wanted, partitions)
+        rows = [(run, bucket) for run in ids for bucket in ids[run]]
+        frame = spark.createDataFrame(rows, "run string, bucket int").select(
+            "run", "bucket", F.pmod(F.hash("run", "bucket"), F.lit(partitions)).alias("target")
+        )
+        landed = {(r["run"], r["bucket"]): r["target"] for r in frame.collect()}
+    finally:
+        stop_session()
+    for run in ids:
+        assert len(set(ids[run])) == len(ids[run]), "a bucket number used twice"
+        targets = [target for r, target in wanted if r == run]
+        assert [landed[(run, b)] for b in ids[run]] == targets
