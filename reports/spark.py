@@ -57,6 +57,8 @@ _lock = threading.Lock()
 _session: SparkSession | None = None
 _master: str | None = None
 _scratch: Path | None = None
+_warming: threading.Thread | None = None  # the first query, run ahead (see `_start`)
+WARM_UP_GROUP = "logfork-warm-up"
 
 
 class SparkUnavailable(LogforkError):
@@ -110,6 +112,10 @@ def _stop_locked() -> None:
     if _session is None:
         return
     session, _session, _master = _session, None, None
+    if _warming is not None and _warming.is_alive():
+        with contextlib.suppress(Exception):
+            session.sparkContext.cancelJobGroup(WARM_UP_GROUP)
+        _warming.join(timeout=30)  # its query ends before the session does: no error from it
     try:
         session.stop()
     finally:
@@ -163,7 +169,7 @@ def _loopback(master: str) -> bool:
 
 
 def _start(master: str) -> SparkSession:
-    global _scratch
+    global _scratch, _warming
     quiet_pandas_warning()
     check_reachable(master)
     # Python workers must run this interpreter (the one with pyarrow, pandas and logfork).
@@ -223,7 +229,23 @@ def _start(master: str) -> SparkSession:
             "its workers."
         ) from None
     session.sparkContext.setLogLevel("FATAL")
+    # Spark's first query loads and compiles its code paths: a second or two of the JVM's
+    # time. On a thread, that overlaps whatever the driver does next (listing the log dirs,
+    # when the session is started first) instead of holding up the first real query.
+    _warming = threading.Thread(target=_warm_up, args=(session,), daemon=True, name="warm-up")
+    _warming.start()
     return session
+
+
+def _warm_up(session: SparkSession) -> None:
+    import pyarrow as pa
+
+    with contextlib.suppress(Exception):  # only a head start: the real queries say what fails
+        # Job groups are per thread: stopping the session cancels this one alone (a cluster
+        # that grants no executor would leave it waiting for ever).
+        session.sparkContext.setJobGroup(WARM_UP_GROUP, "warm-up", interruptOnCancel=True)
+        table = pa.table({"run": pa.array(["warm-up"]), "bucket": pa.array([0], pa.int32())})
+        session.createDataFrame(table).groupBy("run", "bucket").count().toArrow()
 
 
 # Lines the JVM (and the Python workers it starts) print on stderr whatever the log level:
