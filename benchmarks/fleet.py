@@ -119,6 +119,10 @@ def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("driver_python", "driver_jvm", "python_worker"):
         if key in best:
             best[key] = max(r[key] for r in runs)
+    if "executors_rss" in best:  # the round whose executors peaked highest, all of them
+        best["executors_rss"] = max(
+            (r["executors_rss"] for r in runs), key=lambda e: sum(x["jvm"] + x["python"] for x in e)
+        )
     wrong = [
         r
         for r in runs
