@@ -173,18 +173,38 @@ fn make_all(
     Ok(objects)
 }
 
-/// The objects `make` makes for the batches the fast path takes from `start`, in a list,
-/// with the position where the walk stopped and the last offset of the last batch taken
-/// (`last` itself when none is). The CRCs are checked without the GIL.
+/// One object per batch the fast path takes from `start`, in a list, with the position
+/// where the walk stopped and the last offset of the last batch taken (`last` itself when
+/// none is); what `walk_rows` and `walk_batches` share. `wrap` makes the object from the
+/// row's 17 new references, which it steals, or returns NULL (a Python error set) and
+/// leaves them to be dropped here. The CRCs are checked without the GIL.
+#[allow(clippy::too_many_arguments)]
 fn walk_objects<'py>(
     py: Python<'py>,
-    data: &[u8],
+    buf: &Bound<'py, PyAny>,
     start: usize,
     end: usize,
-    last: i128,
+    last: &Bound<'py, PyAny>,
+    segment: &Bound<'py, PyString>,
+    names: &Bound<'py, PyTuple>,
     limit: usize,
-    mut make: impl FnMut(&Header) -> PyResult<*mut ffi::PyObject>,
+    wrap: impl Fn(&[*mut ffi::PyObject; FIELDS]) -> *mut ffi::PyObject,
 ) -> PyResult<(Bound<'py, PyList>, usize, i128)> {
+    let buffer = Buffer::get(buf)?;
+    let data = buffer.bytes();
+    let names = compression_names(names)?;
+    let last = last_offset(last)?;
+    let mut make = |h: &Header| unsafe {
+        let values = row_values(py, h, segment.as_ptr(), &names)?;
+        let obj = wrap(&values);
+        if obj.is_null() {
+            for v in values {
+                ffi::Py_DECREF(v);
+            }
+            return Err(PyErr::fetch(py));
+        }
+        Ok(obj)
+    };
     if start > end || end > data.len() {
         return Err(PyValueError::new_err(format!(
             "need 0 <= start <= end <= {}, got start {start}, end {end}",
@@ -332,28 +352,23 @@ fn walk_rows<'py>(
     names: &Bound<'py, PyTuple>,
     limit: usize,
 ) -> PyResult<(Bound<'py, PyList>, usize, i128)> {
-    let buffer = Buffer::get(buf)?;
-    let names = compression_names(names)?;
     walk_objects(
         py,
-        buffer.bytes(),
+        buf,
         start,
         end,
-        last_offset(last)?,
+        last,
+        segment,
+        names,
         limit,
-        |h| unsafe {
-            let values = row_values(py, h, segment.as_ptr(), &names)?;
+        |values| unsafe {
             let row = ffi::PyTuple_New(FIELDS as isize);
-            if row.is_null() {
-                for v in values {
-                    ffi::Py_DECREF(v);
+            if !row.is_null() {
+                for (j, &v) in values.iter().enumerate() {
+                    ffi::PyTuple_SET_ITEM(row, j as isize, v);
                 }
-                return Err(PyErr::fetch(py));
             }
-            for (j, v) in values.into_iter().enumerate() {
-                ffi::PyTuple_SET_ITEM(row, j as isize, v);
-            }
-            Ok(row)
+            row
         },
     )
 }
@@ -410,8 +425,6 @@ fn walk_batches<'py>(
     limit: usize,
 ) -> PyResult<(Bound<'py, PyList>, usize, i128)> {
     let offsets = slot_offsets(cls, fields)?;
-    let buffer = Buffer::get(buf)?;
-    let names = compression_names(names)?;
     let tp = cls.as_type_ptr();
     let (alloc, gc) = unsafe {
         (
@@ -421,21 +434,19 @@ fn walk_batches<'py>(
     };
     walk_objects(
         py,
-        buffer.bytes(),
+        buf,
         start,
         end,
-        last_offset(last)?,
+        last,
+        segment,
+        names,
         limit,
-        |h| unsafe {
-            let values = row_values(py, h, segment.as_ptr(), &names)?;
+        |values| unsafe {
             let obj = alloc(tp, 0); // zeroed: every slot starts NULL
             if obj.is_null() {
-                for v in values {
-                    ffi::Py_DECREF(v);
-                }
-                return Err(PyErr::fetch(py));
+                return obj;
             }
-            for (offset, v) in offsets.iter().zip(values) {
+            for (offset, &v) in offsets.iter().zip(values) {
                 *((obj as *mut u8).offset(*offset) as *mut *mut ffi::PyObject) = v;
             }
             if gc {
@@ -443,7 +454,7 @@ fn walk_batches<'py>(
                 // batches would make each later collection walk all of them.
                 ffi::PyObject_GC_UnTrack(obj as *mut std::os::raw::c_void);
             }
-            Ok(obj)
+            obj
         },
     )
 }
