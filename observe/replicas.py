@@ -3,6 +3,7 @@ is bind-mounted), for scenarios that check the exact batches a step left behind.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from checkers.lineage import Lineage, list_log_dir, read_partition
@@ -18,7 +19,7 @@ def replica(cluster: Cluster, broker_id: int, topic: str, partition: int = 0) ->
         listing = list_log_dir(log_dir, topic=topic)
         for child, tp in listing.partitions:
             if tp == (topic, partition):
-                return read_partition(child, broker_id, tp, listing.offsets)
+                return read_partition(Path(child), broker_id, tp, listing.offsets)
     return Lineage(topic, partition, broker_id)
 
 

@@ -16,6 +16,7 @@ answer does not depend on how many tasks or cores did the work.
 from __future__ import annotations
 
 import functools
+import heapq
 import pickle
 import time
 from collections import Counter, defaultdict
@@ -242,11 +243,11 @@ def buckets(
     out: dict[tuple[str, str, int], int] = {}
     for run in runs:
         mine = ids[run]
-        load = [0] * len(mine)
+        lightest = [(0, i) for i in range(len(mine))]  # a heap of (load, bucket index)
         for key, size in sorted(per_run[run], key=lambda kv: (-kv[1], kv[0])):
-            lightest = min(range(len(mine)), key=lambda i: (load[i], i))
-            load[lightest] += size
-            out[key] = mine[lightest]
+            load, i = lightest[0]
+            heapq.heapreplace(lightest, (load + size, i))
+            out[key] = mine[i]
     return out, partitions
 
 

@@ -43,7 +43,17 @@ MAX_BUFFERED_REPLICAS = 256
 
 
 def task_json(task: ReadTask) -> str:
-    return json.dumps(task.__dict__)
+    """A read task as a JSON array of its fields in declaration order (a dataclass's
+    `__dict__` keeps it): half the bytes of an object, and the driver encodes one per
+    replica of the fleet."""
+    return _COMPACT.encode(list(task.__dict__.values()))
+
+
+def task_from_json(text: str) -> ReadTask:
+    return ReadTask(*json.loads(text))
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def _task_context() -> tuple[int, int]:
@@ -129,7 +139,7 @@ def judge_bucket(
     out = []
     for tp in sorted(held.keys() | sent.keys()):
         read = sorted(
-            (ReadTask(**json.loads(t["task_json"])) for t in held.get(tp, [])),
+            (task_from_json(t["task_json"]) for t in held.get(tp, [])),
             key=lambda t: (t.log_dir, t.child),
         )
         summaries, judged = read_replicas(read, writer.add)

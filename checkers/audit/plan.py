@@ -218,6 +218,14 @@ def _relabel_since(
         plan.quorum_states[index] = relabel(plan.quorum_states[index], old, new)
 
 
+_CHECKPOINTS = (
+    REPLICATION_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CLEANER_OFFSET_CHECKPOINT,
+)
+
+
 def _plan_log_dir(
     plan: AuditPlan, index: int, path: Path, held: dict[TopicPartition, dict[int, str]]
 ) -> None:
@@ -233,7 +241,8 @@ def _plan_log_dir(
     if not judged:
         plan.unreadable.append(log_dir.path)
     broker = log_dir.broker_id if log_dir.broker_id is not None else -1
-    offsets = listing.offsets
+    checkpoint = {name: listing.offsets.get(name, {}) for name in _CHECKPOINTS}
+    cleaner_unknown = CLEANER_OFFSET_CHECKPOINT in log_dir.bad_checkpoints
     tasks: dict[TopicPartition, ReadTask] = {}
     for position, (child, tp) in enumerate(listing.partitions):
         tasks[tp] = ReadTask(
@@ -242,12 +251,12 @@ def _plan_log_dir(
             broker=broker,
             topic=tp[0],
             partition=tp[1],
-            path=str(child),
-            high_watermark=offsets.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp),
-            log_start_checkpoint=offsets.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp),
-            recovery_point=offsets.get(RECOVERY_POINT_CHECKPOINT, {}).get(tp),
-            cleaned_to=offsets.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp),
-            cleaner_unknown=CLEANER_OFFSET_CHECKPOINT in log_dir.bad_checkpoints,
+            path=child,
+            high_watermark=checkpoint[REPLICATION_OFFSET_CHECKPOINT].get(tp),
+            log_start_checkpoint=checkpoint[LOG_START_OFFSET_CHECKPOINT].get(tp),
+            recovery_point=checkpoint[RECOVERY_POINT_CHECKPOINT].get(tp),
+            cleaned_to=checkpoint[CLEANER_OFFSET_CHECKPOINT].get(tp),
+            cleaner_unknown=cleaner_unknown,
             metadata=tp[0] in METADATA_TOPICS,
             judged=judged,
             size=segment_bytes(child),

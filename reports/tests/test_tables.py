@@ -98,3 +98,17 @@ def test_metadata_log_survives_json(tmp_path: Path) -> None:
     log = decode_metadata_log(pdir)
     assert log.events[-1].elr == (1,) and log.features and log.torn_tail is not None
     assert R.metadata_log_from_json(R.metadata_log_json(log)) == log
+
+
+def test_a_read_task_crosses_to_the_executors_whole(tmp_path: Path) -> None:
+    """The driver ships each read task as a JSON array of its fields; every field, None and
+    booleans included, comes back as it went, for every task a plan makes."""
+    from checkers.audit.plan import plan_audit
+    from reports.scan import task_from_json, task_json
+
+    plan = plan_audit([crafted_log_dir(tmp_path)])
+    assert plan.tasks
+    for task in plan.tasks:
+        assert task_from_json(task_json(task)) == task
+    assert any(t.high_watermark is None for t in plan.tasks)
+    assert any(t.high_watermark is not None for t in plan.tasks)
