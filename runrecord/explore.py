@@ -32,6 +32,7 @@ class ScheduleEntry:
     score: float = 0.0  # the model's ranking score
     report: str | None = None
     fresh_cluster: str | None = None  # why a cluster was started for it
+    agreed_if: str = ""  # the model agrees only on this condition (`Comparison.agreed_if`)
 
 
 @dataclass

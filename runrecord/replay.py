@@ -53,3 +53,6 @@ class Comparison:
     agree: bool
     prediction: str  # the model's summary line
     steps_differ: list[int] = field(default_factory=list)  # steps run by one side only
+    # When only a variant of the model's run agrees (`checkers.simulate.checkpoint_variants`):
+    # which, in words. Empty when the model's own prediction agrees, or none does.
+    agreed_if: str = ""

@@ -22,7 +22,8 @@ that time; a paused broker, or one cut off from the quorum, loses its session af
 session timeout. High watermark checkpoints are written by `wait` steps at least as long as
 replica.high.watermark.checkpoint.interval.ms and by clean shutdowns only: steps are
 assumed to follow each other faster than the checkpoint interval (the scripted scenarios
-wait explicitly wherever they need a checkpoint, e.g. KIP-101 scenario 1).
+wait explicitly wherever they need a checkpoint, e.g. KIP-101 scenario 1). Real steps can
+be slower; `checkpoint_variants` gives the outcomes where a crash came after a checkpoint.
 
 The package, layer on layer: `state` (the replicas, brokers and controller view; topology;
 appending and truncating logs), `replication` (truncation by the protocol's rules,
@@ -33,7 +34,7 @@ changes, LeaderAndIsr, `settle` and `advance`), `steps` (`Simulator`: the schedu
 
 from checkers.simulate.prediction import Prediction
 from checkers.simulate.state import SimBatch, SimOptions, SimulationError, StepRecord, Write
-from checkers.simulate.steps import Simulator, simulate
+from checkers.simulate.steps import Simulator, checkpoint_variants, simulate
 
 __all__ = [
     "Prediction",
@@ -43,5 +44,6 @@ __all__ = [
     "Simulator",
     "StepRecord",
     "Write",
+    "checkpoint_variants",
     "simulate",
 ]

@@ -8,7 +8,9 @@ lets the replicas converge and predicts the outcome (checkers.simulate.predictio
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from checkers.protocol import Protocol
@@ -402,3 +404,28 @@ def simulate(
     for step in steps:
         sim.apply(step)
     return sim.finish()
+
+
+# Crashes varied by `checkpoint_variants`: 2**n simulations; a schedule with more crashes
+# has its first ones varied.
+MAX_VARIED_CRASHES = 6
+
+
+def checkpoint_variants(
+    schedule: Schedule, protocol: Protocol | str, *, options: SimOptions | None = None
+) -> Iterator[tuple[tuple[int, ...], Prediction]]:
+    """The schedule simulated again for each non-empty set of its crashes (SIGKILL, power
+    loss) that come with a high watermark checkpoint caught up with the high watermark, as
+    when the steps before a crash took longer than replica.high.watermark.checkpoint.
+    interval.ms. Those are outcomes Kafka may reach as well as `simulate`'s: which one it
+    reaches is timing the schedule does not control."""
+    crashes = [
+        i
+        for i, step in enumerate(schedule.steps)
+        if isinstance(step, PowerLoss) or (isinstance(step, Kill) and step.signal == "SIGKILL")
+    ][:MAX_VARIED_CRASHES]
+    base = options or SimOptions()
+    for size in range(1, len(crashes) + 1):
+        for chosen in itertools.combinations(crashes, size):
+            varied = dataclasses.replace(base, checkpoint_before=frozenset(chosen))
+            yield chosen, simulate(schedule, protocol, options=varied)

@@ -13,6 +13,7 @@ from checkers.simulate import (
     SimOptions,
     SimulationError,
     Simulator,
+    checkpoint_variants,
     simulate,
 )
 from fixtures.releases import Release
@@ -95,6 +96,20 @@ def test_kip101_scenario1_with_leader_epochs_keeps_m2(protocol: Protocol) -> Non
     p = simulate(KIP101_S1, protocol)
     assert p.lost_acknowledged == [] and p.outcome is Fate.CONSISTENT
     assert [s[:2] for s in p.logs[A]] == [(0, 0), (1, 1)] and p.logs[A] == p.logs[B]
+
+
+def test_a_crash_after_a_checkpoint_is_a_variant_that_keeps_m2() -> None:
+    """Had A's high watermark checkpoint caught up before its crash (step 3), it would
+    truncate nothing on restart and keep m2: the outcome Kafka reaches when the steps
+    before the crash outrun replica.high.watermark.checkpoint.interval.ms."""
+    variants = dict(checkpoint_variants(KIP101_S1, HW))
+    assert sorted(variants) == [(3,), (3, 6), (6,)]  # the SIGKILLs, alone and together
+    kept = variants[(3,)]
+    assert kept.lost_acknowledged == [] and kept.logs[A] == [(0, 0, -1), (1, 1, -1)]
+    assert "step 5: broker 1: follower truncated to its high watermark 2" in " ".join(kept.events)
+    # B's crash does not change what A truncates: m2 is lost as in the model's own run.
+    assert ids(variants[(6,)].lost_acknowledged) == [1]
+    assert simulate(KIP101_S1, HW, options=SimOptions(checkpoint_before=frozenset({3}))) == kept
 
 
 # --------------------------------------------------------------------------------------

@@ -161,7 +161,10 @@ class Explorer:
             return got.failure
 
         start, seen = schedule, failure
-        if entry.agree and run.comparison is not None:
+        # Only the model's own run can guide the shrinking: a checkpoint variant's
+        # agreement hangs on timing that a cut-down schedule need not keep.
+        foreseen = bool(entry.agree) and not entry.agreed_if
+        if foreseen and run.comparison is not None:
             # The model saw it coming: shrink on the model first (no cluster), and start
             # from its minimal schedule once the brokers confirm it.
             model = shrink(schedule, simulated_runner(protocol), budget=2000, confirm=1)
@@ -175,7 +178,7 @@ class Explorer:
                 return None
             return f"the model predicts {predicted or 'no finding'}"
 
-        prescreen = screen if entry.agree else None
+        prescreen = screen if foreseen else None
         result = shrink(
             start,
             real,
@@ -277,6 +280,7 @@ def entry_of(n: int, candidate: Candidate, run: ScheduleRun, file: Path) -> Sche
         predicted=run.prediction.failure(),
         prediction=run.prediction.summary(),
         agree=comparison.agree if comparison is not None else None,
+        agreed_if=comparison.agreed_if if comparison is not None else "",
         seconds=round(run.seconds, 1),
         waits=round(run.waits, 1),
         run_dir=str(run.run_dir),
@@ -292,7 +296,8 @@ def progress_line(e: ScheduleEntry, budget: int | None) -> str:
     if e.agree is None:
         model = f"model: {e.predicted or 'no finding'}"
     else:
-        model = f"model {'agrees' if e.agree else 'DISAGREES'} ({e.predicted or 'no finding'})"
+        agrees = "agrees with a checkpoint variant" if e.agreed_if else "agrees"
+        model = f"model {agrees if e.agree else 'DISAGREES'} ({e.predicted or 'no finding'})"
     skipped = f", {e.skipped} skipped" if e.skipped else ""
     fresh = f"  [fresh cluster: {e.fresh_cluster}]" if e.fresh_cluster else ""
     return f"[{e.number}{of}] {e.steps} steps{skipped}  {verdict}  {model}  {e.seconds:.0f}s{fresh}"
@@ -302,13 +307,15 @@ def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:
     n = len(record.schedules)
     judged = record.judged
     agreed = sum(1 for e in judged if e.agree)
+    varied = sum(1 for e in judged if e.agree and e.agreed_if)
+    variant = f"; {varied} only with a checkpoint variant" if varied else ""
     rate = n / (elapsed / 60) if elapsed > 0 else 0.0
     pct = f"{100 * agreed / len(judged):.1f} %" if judged else "n/a"
     shrinking = f", then {record.shrink_runs} shrinking run(s)" if record.shrink_runs else ""
     lines = [
         f"explore: {n} schedules in {elapsed / 60:.1f} min ({rate:.2f} schedules/min)"
         f"{shrinking}; {len(record.findings)} finding(s); model agreed on {agreed} of "
-        f"{len(judged)} judged ({pct}), {len(record.disagreements)} disagreement(s); "
+        f"{len(judged)} judged ({pct}{variant}), {len(record.disagreements)} disagreement(s); "
         f"{len(record.boots)} cluster boot(s)"
     ]
     for e in record.disagreements:

@@ -80,6 +80,8 @@ def print_outcome(run: ScheduleRun) -> None:
         if judgement.rule:
             print(f"rule:    {judgement.rule}")
         agree = "yes" if comparison.agree else "NO: the model or Kafka is wrong"
+        if comparison.agreed_if:
+            agree = f"yes, {comparison.agreed_if}"
         print(f"model and brokers agree: {agree}")
     head = {
         Outcome.CONSISTENT: "HELD",

@@ -24,7 +24,7 @@ from typing import Any
 
 from checkers.audit.local import execute
 from checkers.audit.plan import plan_audit
-from checkers.simulate import Prediction, Simulator, simulate
+from checkers.simulate import Prediction, Simulator, checkpoint_variants, simulate
 from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.releases import Release
 from fixtures.waiting import Aborted, WaitTimeout
@@ -88,9 +88,16 @@ class ScheduleRun:
 
 
 def compare(
-    prediction: Prediction, judgement: Judgement, model: list[Any], real: list[StepResult]
+    prediction: Prediction,
+    judgement: Judgement,
+    model: list[Any],
+    real: list[StepResult],
+    schedule: Schedule | None = None,
 ) -> Comparison:
-    """The model's failure kind for the schedule's partition beside the brokers'."""
+    """The model's failure kind for the schedule's partition beside the brokers'. With the
+    schedule, a disagreement is looked up among the outcomes the model allows when a crash
+    came after a high watermark checkpoint its steps outran: the model agrees then, saying
+    on which condition."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
     predicted = prediction.failure()
     differ = [
@@ -98,7 +105,18 @@ def compare(
         for r, m in zip(real, model, strict=False)
         if (r.status == "skipped") != (m.status == "skipped")
     ]
-    return Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
+    comparison = Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
+    if not comparison.agree and schedule is not None:
+        for crashes, variant in checkpoint_variants(schedule, prediction.protocol):
+            if variant.failure() == actual:
+                steps = ", ".join(str(i) for i in crashes)
+                comparison.agree = True
+                comparison.agreed_if = (
+                    f"if the high watermark checkpoint had caught up before the crash at "
+                    f"step {steps}: {variant.summary()}"
+                )
+                break
+    return comparison
 
 
 def run_schedule(
@@ -328,7 +346,7 @@ def _body(
         unclean_enabled=shape_topic.unclean_leader_election_enable,
         exited=live.exited,
     )
-    comparison = compare(prediction, judgement, prediction.steps, result.steps)
+    comparison = compare(prediction, judgement, prediction.steps, result.steps, schedule)
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict
     verdict.outcome = Outcome.CONSISTENT if judgement.failure is None else Outcome.DIVERGED
@@ -337,6 +355,8 @@ def _body(
     verdict.summary += (
         f"; the model ({prediction.protocol.rules}) {agreement}: {comparison.prediction}"
     )
+    if comparison.agreed_if:
+        verdict.summary += f" (agrees only {comparison.agreed_if})"
     verdict.details.update(
         {
             "judgement": to_json(judgement),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from checkers.simulate import simulate
 from runrecord.replay import Judgement, StepResult
-from runrecord.schedule import load_schedule
+from runrecord.schedule import load_schedule, loads
 from suites.explore.evidence import _wanted
 from suites.explore.runner import compare
 
@@ -32,6 +32,49 @@ def test_the_model_beside_the_brokers() -> None:
     # A finding on the background partition is not the model's to predict.
     background = Judgement("diverged@background", "p1", 1, partitions={0: None, 1: "diverged"})
     assert compare(simulate(schedule, "2.8.2"), background, [], []).agree
+
+
+# Cut down by the model from explore's schedule 7 on 1.1.1 (seed 1, --unclean), where the
+# brokers diverged at offset 0 and the model had broker 1 stuck. The steps between the
+# 6 s wait and the SIGKILL took 5.3 s, longer than the 5 s checkpoint interval: broker 1
+# restarted with a high watermark checkpoint of 11, where the model's said 5.
+OUTRUN = """
+{"format": 1, "seed": 3303276673,
+ "cluster": {"mode": "zk", "brokers": 3, "replication_factor": 2, "replicas": [2, 1],
+  "controller": 3,
+  "topic_config": {"min.insync.replicas": 1, "unclean.leader.election.enable": true},
+  "broker_config": {"replica.lag.time.max.ms": 600000, "zookeeper.session.timeout.ms": 6000,
+   "replica.high.watermark.checkpoint.interval.ms": 5000}},
+ "steps": [
+  {"kind": "hold-back", "target": "follower-in-isr"},
+  {"kind": "produce", "count": 11, "acks": "all", "to": "leader"},
+  {"kind": "kill", "target": 2, "signal": "SIGTERM"},
+  {"kind": "produce", "count": 5, "acks": "1", "to": "leader"},
+  {"kind": "wait", "seconds": 6},
+  {"kind": "kill", "target": "controller", "signal": "SIGTERM"},
+  {"kind": "produce", "count": 5, "acks": "all", "to": "leader"},
+  {"kind": "restart", "target": "any-broker"},
+  {"kind": "produce", "count": 2, "acks": "all", "to": "leader"},
+  {"kind": "kill", "target": "controller", "signal": "SIGKILL"}]}
+"""
+
+
+def test_a_disagreement_a_checkpoint_variant_explains_agrees_on_its_condition() -> None:
+    schedule = loads(OUTRUN)
+    prediction = simulate(schedule, "1.1.1")
+    assert prediction.failure() == "stuck"
+    diverged = Judgement("diverged", "diverged at 0", 0, partitions={0: "diverged", 1: None})
+    assert not compare(prediction, diverged, [], []).agree  # without the schedule: no variants
+    c = compare(prediction, diverged, [], [], schedule)
+    assert c.agree and c.agreed_if.startswith(
+        "if the high watermark checkpoint had caught up before the crash at step 9: diverged"
+    )
+    # The model's own outcome agrees with no condition; an outcome no variant reaches
+    # stays a disagreement.
+    stuck = Judgement("stuck", "broker 1 stuck", 0, partitions={0: "stuck", 1: None})
+    assert compare(prediction, stuck, [], [], schedule).agreed_if == ""
+    held = Judgement(None, "held", partitions={0: None, 1: None})
+    assert not compare(prediction, held, [], [], schedule).agree
 
 
 def test_evidence_takes_the_topic_and_what_lies_beside_it(tmp_path: Path) -> None:
