@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkers.lineage import Lineage
 from checkers.simulate import Simulator
 from faults import elections, network, power, process, replication, session
 from fixtures.config import zookeeper_config
@@ -180,21 +181,29 @@ class Live:
         where it stands."""
         assert self.sim is not None
         sim = self.sim
+        # Each live replica's log end and the leader epoch of its last batch: equal log ends
+        # can hide a follower that has not yet truncated to its new leader's log (found on
+        # 1.1.1: a follower holding the old leader's [0, 10] still had to trade it for the
+        # new leader's, and the next step's crash came first).
         expected = (
             sim.ctl.leader if sim.ctl.leader is not None else -1,
             tuple(sorted(sim.ctl.isr)),
-            {b: r.leo for b, r in sorted(sim.replicas.items()) if sim.alive(b)},
+            {
+                b: (r.leo, r.batches[-1].epoch if r.batches else None)
+                for b, r in sorted(sim.replicas.items())
+                if sim.alive(b)
+            },
         )
 
-        def probe() -> tuple[int, tuple[int, ...], dict[int, int]]:
+        def probe() -> tuple[int, tuple[int, ...], dict[int, tuple[int, int | None]]]:
             state = self.state()
-            leos = {b: replica(self.cluster, b, self.topic).leo for b in expected[2]}
-            return state.leader, tuple(sorted(state.isr)), leos
+            ends = {b: _end(replica(self.cluster, b, self.topic)) for b in expected[2]}
+            return state.leader, tuple(sorted(state.isr)), ends
 
         try:
             wait_until(probe, lambda seen: seen == expected, what="", timeout=SETTLE_TIMEOUT)
         except WaitTimeout as exc:
-            return f"model: leader, ISR, log ends {expected}; brokers: {exc.last}"
+            return f"model: leader, ISR, (log end, last epoch) {expected}; brokers: {exc.last}"
         return ""
 
     def _do_produce(self, step: kinds.Produce) -> tuple[dict[str, Any], float]:
@@ -490,3 +499,8 @@ class Live:
 
 def _end(end: Endpoint | None) -> str:
     return str(end)
+
+
+def _end(lineage: Lineage) -> tuple[int, int | None]:
+    """A replica's log end offset and the leader epoch of its last batch (-1 before 0.11)."""
+    return lineage.leo, lineage.batches[-1].leader_epoch if lineage.batches else None
