@@ -33,6 +33,13 @@ from suites.broker_logs import log_mark, stuck_follower
 # its old leader epoch meanwhile, which the model does not (a new epoch reaches a healed
 # broker at once). 5 s bounds that lag.
 CONTROLLER_CHANNEL = {"request.timeout.ms": 5000, "controller.socket.timeout.ms": 5000}
+# A broker told to follow another leader shuts down its idle fetcher thread first, and the
+# thread finishes its fetch before it stops: a fetch to a SIGKILLed or cut-off leader hangs
+# until replica.socket.timeout.ms (30 s by default), and every LeaderAndIsr queues behind it.
+# Seen on 0.10.2.2: broker 3's fetcher to a killed broker 2 stopped 32 s after the kill, and
+# five queued LeaderAndIsr requests were applied at once; the model has a broker learn its
+# new role at once. 5 s bounds that lag, as CONTROLLER_CHANNEL bounds the controller's.
+FETCHER_SOCKET = {"replica.socket.timeout.ms": 5000}
 
 
 def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> ClusterSpec:
@@ -54,7 +61,11 @@ def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> Clu
         # The active controller fences a broker after its own broker.session.timeout.ms.
         fence = {key: shape.broker_config.session_timeout_ms}
         nodes.update({f"c{i}": fence for i in range(1, shape.controllers + 1)})
-    broker_config = {**configs(shape.broker_config), "unclean.leader.election.enable": False}
+    broker_config = {
+        **configs(shape.broker_config),
+        "unclean.leader.election.enable": False,
+        **FETCHER_SOCKET,
+    }
     if shape.mode == "zk":
         broker_config.update(CONTROLLER_CHANNEL)
     return ClusterSpec(

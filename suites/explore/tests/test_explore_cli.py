@@ -52,6 +52,7 @@ def test_the_cluster_a_shape_asks_for() -> None:
         "zookeeper.session.timeout.ms": 60000,
         "replica.high.watermark.checkpoint.interval.ms": 5000,
         "unclean.leader.election.enable": False,
+        "replica.socket.timeout.ms": 5000,
         "request.timeout.ms": 5000,
         "controller.socket.timeout.ms": 5000,
     }
