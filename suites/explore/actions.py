@@ -197,7 +197,7 @@ class Live:
 
         def probe() -> tuple[int, tuple[int, ...], dict[int, tuple[int, int | None]]]:
             state = self.state()
-            ends = {b: _end(replica(self.cluster, b, self.topic)) for b in expected[2]}
+            ends = {b: _log_end(replica(self.cluster, b, self.topic)) for b in expected[2]}
             return state.leader, tuple(sorted(state.isr)), ends
 
         try:
@@ -501,6 +501,6 @@ def _end(end: Endpoint | None) -> str:
     return str(end)
 
 
-def _end(lineage: Lineage) -> tuple[int, int | None]:
+def _log_end(lineage: Lineage) -> tuple[int, int | None]:
     """A replica's log end offset and the leader epoch of its last batch (-1 before 0.11)."""
     return lineage.leo, lineage.batches[-1].leader_epoch if lineage.batches else None
