@@ -218,14 +218,6 @@ def _relabel_since(
         plan.quorum_states[index] = relabel(plan.quorum_states[index], old, new)
 
 
-_CHECKPOINTS = (
-    REPLICATION_OFFSET_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    CLEANER_OFFSET_CHECKPOINT,
-)
-
-
 def _plan_log_dir(
     plan: AuditPlan, index: int, path: Path, held: dict[TopicPartition, dict[int, str]]
 ) -> None:
@@ -241,7 +233,12 @@ def _plan_log_dir(
     if not judged:
         plan.unreadable.append(log_dir.path)
     broker = log_dir.broker_id if log_dir.broker_id is not None else -1
-    checkpoint = {name: listing.offsets.get(name, {}) for name in _CHECKPOINTS}
+    # Each checkpoint's table looked up once per log dir, not once per partition.
+    offsets = listing.offsets
+    high_watermarks = offsets.get(REPLICATION_OFFSET_CHECKPOINT, {})
+    log_starts = offsets.get(LOG_START_OFFSET_CHECKPOINT, {})
+    recovery_points = offsets.get(RECOVERY_POINT_CHECKPOINT, {})
+    cleaned = offsets.get(CLEANER_OFFSET_CHECKPOINT, {})
     cleaner_unknown = CLEANER_OFFSET_CHECKPOINT in log_dir.bad_checkpoints
     tasks: dict[TopicPartition, ReadTask] = {}
     for position, (child, tp) in enumerate(listing.partitions):
@@ -252,10 +249,10 @@ def _plan_log_dir(
             topic=tp[0],
             partition=tp[1],
             path=child,
-            high_watermark=checkpoint[REPLICATION_OFFSET_CHECKPOINT].get(tp),
-            log_start_checkpoint=checkpoint[LOG_START_OFFSET_CHECKPOINT].get(tp),
-            recovery_point=checkpoint[RECOVERY_POINT_CHECKPOINT].get(tp),
-            cleaned_to=checkpoint[CLEANER_OFFSET_CHECKPOINT].get(tp),
+            high_watermark=high_watermarks.get(tp),
+            log_start_checkpoint=log_starts.get(tp),
+            recovery_point=recovery_points.get(tp),
+            cleaned_to=cleaned.get(tp),
             cleaner_unknown=cleaner_unknown,
             metadata=tp[0] in METADATA_TOPICS,
             judged=judged,
