@@ -500,13 +500,19 @@ def offset_ranges(offsets: list[int]) -> str:
 
 
 def judge_loss(
-    ctx: RunContext, topic: str, sends: list[Send], replicas: list[int], *, timeout: float = 90
+    ctx: RunContext,
+    topic: str,
+    sends: list[Send],
+    replicas: list[int],
+    *,
+    timeout: float = 90,
+    since: dict[int, int] | None = None,
 ) -> tuple[bool, str, dict[str, Any]]:
     """Both verdicts of a loss scenario, once the replicas converged: the history checker's
     (were acknowledged writes lost, against the producer's acknowledgements) and the disk
     audit's (do the replicas hold the same batches). Returns (bug seen, the two verdicts in
-    a sentence, details)."""
-    convergence = converge(ctx, topic, replicas, timeout=timeout)
+    a sentence, details). `since`: as for converge()."""
+    convergence = converge(ctx, topic, replicas, timeout=timeout, since=since)
     if not convergence.converged:
         raise NotReached(
             f"replicas {replicas} converging after the faults",

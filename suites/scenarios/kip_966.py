@@ -151,10 +151,12 @@ def _unclean_removal(ctx: RunContext, story: Story, since: PartitionState) -> Pa
     return found
 
 
-def _rejoin(ctx: RunContext) -> str:
+def _rejoin(ctx: RunContext) -> tuple[str, dict[int, int]]:
     """Wait for A, B and C to share the ISR again; a broker that halted on purpose rather
     than truncate (before KAFKA-7414) is restarted, as an operator would, and truncates
-    then. Returns what happened, for the summary ("" when nothing halted)."""
+    then. Returns what happened, for the summary ("" when nothing halted), and where each
+    restarted broker's log stood at its restart: the halt line before it is history, not a
+    sign that the restarted broker is stuck."""
     cluster = ctx.cluster
 
     def probe() -> list[int] | None:
@@ -169,7 +171,7 @@ def _rejoin(ctx: RunContext) -> str:
         raise NotReached(
             "A, B and C in the ISR again, or one of them halted", str(exc.last)
         ) from None
-    said = []
+    said, marks = [], {}
     for broker_id in halted:
         node = ctx.broker(broker_id)
         line = next(iter(broker_logs.log_lines(node, HALT)), None)
@@ -178,9 +180,10 @@ def _rejoin(ctx: RunContext) -> str:
         )
         assert line is not None
         ctx.timeline.record("note", "halted", broker=broker_id, line=line)
+        marks[broker_id] = broker_logs.log_mark(node)
         process.restart(cluster, node)
         said.append(f"broker {broker_id} halted ({line[line.find(HALT) :][:120]}), then truncated")
-    return "; ".join(said)
+    return "; ".join(said), marks
 
 
 def _record_history(ctx: RunContext, story: Story) -> None:
@@ -198,8 +201,9 @@ def _finish(
     sends: list[Send],
     rows: Callable[[Story], list[Statement]],
     how: str,
+    since: dict[int, int] | None = None,
 ) -> Finding:
-    bug, verdicts, details = steps.judge_loss(ctx, TOPIC, sends, [A, B, C])
+    bug, verdicts, details = steps.judge_loss(ctx, TOPIC, sends, [A, B, C], since=since)
     _record_history(ctx, story)
     conformance = table(rows(story))
     ctx.run.write_conformance(conformance)
@@ -256,8 +260,9 @@ def body(ctx: RunContext) -> Finding:
         )
     story.states["t3"] = t3
     cut_a.heal()
-    halted = _rejoin(ctx)
-    return _finish(ctx, story, sends, last_replica_rows, f"{how}; {halted}" if halted else how)
+    halted, marks = _rejoin(ctx)
+    how = f"{how}; {halted}" if halted else how
+    return _finish(ctx, story, sends, last_replica_rows, how, since=marks)
 
 
 def last_known_leader_body(ctx: RunContext) -> Finding:
