@@ -10,7 +10,8 @@ creation to its topic's deletion and the health check after it (the audit of its
 logs included; cluster boots and reports excluded). Its protocol waits are what Kafka's
 own configuration makes it wait (suites.explore.runner): session timeouts (plus one
 ZooKeeper tick) of expiries and crashes, `wait` steps, acks=all writes the ISR does not
-complete (the produce request's timeout), and one fetch round once healed. Figures only:
+complete (the produce request's timeout), the backoffs between the controlled-shutdown
+attempts a SIGTERMed broker logged, and one fetch round once healed. Figures only:
 nothing here fails on time.
 """
 

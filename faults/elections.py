@@ -9,15 +9,18 @@ KAFKA-6835; before, a controller failover does).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from kazoo.exceptions import NoNodeError
 
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
+from observe.controller import active_controller
 from observe.state import PartitionState, assignment, partition_state, wait_state
 
 PREFERRED_ZNODE = "/admin/preferred_replica_election"
@@ -221,6 +224,31 @@ def elect_unclean(
         recovery_state=str(after.recovery_state),
     )
     return after
+
+
+def move_controller(cluster: Cluster, broker_id: int, *, attempts: int = 12) -> None:
+    """ZooKeeper mode: make `broker_id` the controller again. Nothing places the controller
+    (an unclean election before 2.4 moves it on purpose, above); when /controller is
+    deleted every live broker races to create it (KafkaController's Reelect), so it is
+    deleted until the broker wins. Raises NotReached when it never does."""
+    zk = cluster.zk_client()
+    seen: list[int] = []
+    for _ in range(attempts):
+        now = wait_until(
+            lambda: active_controller(cluster).node_id,
+            lambda c: c is not None,
+            what="a controller elected",
+            timeout=30.0,
+            interval=0.05,
+            max_interval=0.2,
+        )
+        seen.append(now)
+        if now == broker_id:
+            cluster.timeline.record("election", "controller", leader=broker_id, seen=seen)
+            return
+        with contextlib.suppress(NoNodeError):  # gone: an election is under way already
+            zk.delete("/controller")
+    raise NotReached(f"broker {broker_id} elected controller", f"elected in turn: {seen}")
 
 
 REASSIGN_ZNODE = "/admin/reassign_partitions"

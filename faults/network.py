@@ -19,6 +19,9 @@ from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
 
 PROBE_SECONDS = 1  # a connection across the bridge takes milliseconds; a dropped SYN never
+# Proving a cut waits out the whole probe (the SYN is dropped), on every cut a scenario or
+# schedule makes; half a second is still a hundred times what a handshake takes here.
+CUT_PROBE_SECONDS = 0.5
 RULE_COMMENT = "logfork"
 
 
@@ -30,11 +33,15 @@ def listen_port(node: Node) -> int:
     return config.INTERNAL_PORT
 
 
-def reachable(cluster: Cluster, src: Node, dst: Node) -> bool:
-    """Can a TCP handshake from src to dst complete (or be refused) within a few seconds?"""
-    ip = dst.ip(cluster.network_name)
-    script = f"exec 3<>/dev/tcp/{ip}/{listen_port(dst)}"
-    result = src.exec(["timeout", str(PROBE_SECONDS), "bash", "-c", script])
+def reachable(cluster: Cluster, src: Node, dst: Node, seconds: float = PROBE_SECONDS) -> bool:
+    """Can a TCP handshake from src to dst complete (or be refused) within `seconds`?"""
+    return _connects(src, dst.ip(cluster.network_name), listen_port(dst), seconds)
+
+
+def _connects(src: Node, address: str, port: int, seconds: float) -> bool:
+    """Does a TCP handshake from src to address:port complete (or get refused) in time?"""
+    script = f"exec 3<>/dev/tcp/{address}/{port}"
+    result = src.exec(["timeout", str(seconds), "bash", "-c", script])
     # Refused (RST) still proves the path works: the peer's kernel answered. A timeout, or
     # "no route to host", does not.
     return result.exit_code == 0 or "Connection refused" in result.output
@@ -56,8 +63,12 @@ def insert_rules(node: Node, specs: list[list[str]]) -> list[list[str]]:
 
 def delete_rules(node: Node, rules: list[list[str]]) -> list[str]:
     """Delete the rules (removing each from `rules`); returns the deletions that failed."""
-    failed = []
-    if node.status() != "running":
+    failed: list[str] = []
+    status = node.status()
+    if status == "paused":
+        # Its namespace, and the rules, are intact; docker runs nothing in a frozen node.
+        return [f"{' '.join(spec)}: {node.name} is paused" for spec in rules]
+    if status != "running":
         # A node that was killed meanwhile took its namespace, and the rules, with it;
         # a restarted one starts with a fresh namespace.
         rules.clear()
@@ -145,7 +156,7 @@ class Cut:
         # TCP needs packets both ways, so any cut direction shows as a failed handshake.
         for peer in self.peers:
             both_up = peer.status() == "running" and self.node.status() == "running"
-            if both_up and reachable(self.cluster, self.node, peer):
+            if both_up and reachable(self.cluster, self.node, peer, CUT_PROBE_SECONDS):
                 self._remove_rules()
                 raise NotReached(
                     f"{self.describe()} cut", f"{self.node.name} still reaches {peer.name}"
@@ -181,9 +192,7 @@ class Cut:
         )
         if probe is None:
             return
-        script = f"exec 3<>/dev/tcp/{self.node.address}/{self.port}"
-        result = probe.exec(["timeout", str(PROBE_SECONDS), "bash", "-c", script])
-        if result.exit_code == 0 or "Connection refused" in result.output:
+        if _connects(probe, self.node.address, self.port, CUT_PROBE_SECONDS):
             self._remove_rules()
             raise NotReached(f"{self.describe()} cut", f"{probe.name} still connects")
 
@@ -191,9 +200,10 @@ class Cut:
         return [(self.node, spec) for spec in self.rules] + list(self.mirrored)
 
     def _lost(self, node: Node) -> bool:
-        """Whether the node's rules went with it: it is not running, or it runs in a new
-        namespace (it was restarted since they were installed)."""
-        if node.status() != "running":
+        """Whether the node's rules went with it: it is stopped, or it runs in a new
+        namespace (it was restarted since they were installed). A paused node keeps its
+        namespace and its rules (`_defer_frozen`)."""
+        if node.status() not in ("running", "paused"):
             return True
         return node.started_at() != self._incarnations.get(node.name)
 
@@ -204,6 +214,20 @@ class Cut:
         self.mirrored = [(n, spec) for n, spec in self.mirrored if n.name not in lost]
         for name in lost:
             self._incarnations.pop(name, None)
+
+    def _defer_frozen(self) -> None:
+        """Hand the rules of a frozen end to `remove_deferred`: docker runs nothing in a
+        paused node, and a frozen node sends and takes no packet, so its rules go as it
+        resumes, before it does anything."""
+        for name, node in {n.name: n for n, _ in self._held()}.items():
+            if node.status() != "paused":
+                continue
+            specs = [spec for n, spec in self._held() if n.name == name]
+            held = _DEFERRED.setdefault(node.container_name, (node.started_at(), []))[1]
+            held.extend(specs)
+            if node is self.node:
+                self.rules.clear()
+            self.mirrored = [(n, spec) for n, spec in self.mirrored if n.name != name]
 
     def _remove_rules(self) -> list[str]:
         """Delete the rules still held (`delete_rules`, per namespace); returns the
@@ -221,6 +245,7 @@ class Cut:
     def heal(self) -> None:
         if self.healed:
             return
+        self._defer_frozen()
         failed = self._remove_rules()
         if failed:
             raise LogforkError(f"could not remove iptables rules: {'; '.join(failed)}")
@@ -238,6 +263,22 @@ class Cut:
 
     def __exit__(self, *exc: object) -> None:
         self.heal()
+
+
+# Rules a heal left in a paused node's namespace, by container: (the namespace's start,
+# the rules). They go as the node resumes (faults.process.resume).
+_DEFERRED: dict[str, tuple[str | None, list[list[str]]]] = {}
+
+
+def remove_deferred(node: Node) -> None:
+    """Remove the rules a heal left while the node was frozen (it runs again now); those of
+    a namespace that has gone since (the node was killed) went with it."""
+    since, held = _DEFERRED.pop(node.container_name, (None, []))
+    if not held or node.started_at() != since:
+        return
+    failed = delete_rules(node, held)
+    if failed:
+        raise LogforkError(f"could not remove iptables rules from {node.name}: {'; '.join(failed)}")
 
 
 def partition(

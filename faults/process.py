@@ -6,10 +6,16 @@ again); a fault that did not take effect raises NotReached.
 
 from __future__ import annotations
 
+from faults import network
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
+
+# A restarted broker registers about a second after its container starts; a scenario or
+# schedule waits for it on every restart, so it is looked for often rather than with a
+# backoff that could leave it idle for seconds after it came up.
+RESTART_POLL = 0.5
 
 
 def _await_status(node: Node, wanted: set[str], what: str, timeout: float = 30.0) -> None:
@@ -65,6 +71,7 @@ def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0, serving: bo
                 lambda stat: stat is not None,
                 what=f"broker {node.node_id} registered again",
                 timeout=timeout,
+                max_interval=RESTART_POLL,
                 abort=dead,
             )
         # Registered is not serving: the broker answers a metadata request listing itself.
@@ -74,6 +81,7 @@ def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0, serving: bo
                 lambda ids: node.node_id in ids,
                 what=f"broker {node.node_id} serving again after restart",
                 timeout=timeout,
+                max_interval=RESTART_POLL,
                 describe=sorted,
                 abort=dead,
             )
@@ -99,6 +107,7 @@ def pause(cluster: Cluster, node: Node) -> None:
 def resume(cluster: Cluster, node: Node) -> None:
     node.unpause()
     _await_status(node, {"running"}, "running after resume")
+    network.remove_deferred(node)  # what a heal could not remove while it was frozen
     cluster.timeline.record("heal", "resume", node=node.name)
 
 

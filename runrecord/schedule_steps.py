@@ -88,7 +88,12 @@ def _meta(check: Callable[[Any], tuple[Any, str | None]]) -> Any:
 
 @dataclass(frozen=True)
 class Produce:
-    """Write `count` records in one batch to `to` (the current leader), with `acks`."""
+    """Write `count` records in one batch to `to` (the current leader), with `acks`. An
+    acks=all write the ISR does not complete is answered with a timeout after
+    REQUEST_TIMEOUT seconds (the producer's request.timeout.ms, as a replay sends it):
+    the step takes that long, and sessions and checkpoints run on meanwhile."""
+
+    REQUEST_TIMEOUT: ClassVar[float] = 8.0
 
     KIND: ClassVar[str] = "produce"
     count: int = field(metadata=_meta(_check_count))

@@ -39,11 +39,25 @@ def await_log_line(node, match, *, since: int, what: str, timeout: float = 60.0)
     return found[0]
 
 
-def log_lines(node, text: str) -> list[str]:
-    """The node's log lines that contain `text`."""
+def log_lines(node, text: str, *, since: int = 0) -> list[str]:
+    """The node's log lines that contain `text` (from byte `since` on)."""
     if not node.log_file.is_file():
         return []
-    return [ln for ln in _lines_from(node, 0) if text in ln]
+    return [ln for ln in _lines_from(node, since) if text in ln]
+
+
+SHUTDOWN_RETRY = "Retrying controlled shutdown"
+DEFAULT_SHUTDOWN_BACKOFF_MS = 5000  # Kafka's default controlled.shutdown.retry.backoff.ms
+
+
+def shutdown_backoffs(node, since: int, broker_config: dict) -> float:
+    """What a SIGTERMed broker's controlled shutdown waited between attempts, from its log
+    after byte `since`: a ZooKeeper-mode broker that still leads a partition with no other
+    ISR member sleeps controlled.shutdown.retry.backoff.ms, then logs that it retries
+    (KafkaServer.controlledShutdown, 0.10 to 3.x)."""
+    retries = log_lines(node, SHUTDOWN_RETRY, since=since)
+    backoff = broker_config.get("controlled.shutdown.retry.backoff.ms", DEFAULT_SHUTDOWN_BACKOFF_MS)
+    return len(retries) * int(backoff) / 1000
 
 
 # Log lines that mean a follower's replication of a partition stopped for good (until

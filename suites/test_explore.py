@@ -56,13 +56,14 @@ def test_a_small_explore_finds_and_shrinks(kafka_target, logfork_runs, capsys):
         pytest.skip("the explore smoke runs on a release with leader epochs, before KIP-279")
     out_dir = logfork_runs / f"explore-{release}-seed1"
     args = ["explore", "--kafka-version", kafka_target.kafka, "--seed", "1", "--budget", "2"]
-    args += ["--unclean", "--out", str(out_dir), "--shrink-findings", "1", "--shrink-runs", "2"]
+    args += ["--unclean", "--out", str(out_dir), "--shrink-findings", "1", "--shrink-runs", "4"]
     code = cli.main(args)
     out = capsys.readouterr().out
     record = json.loads((out_dir / EXPLORE_JSON).read_text())
     assert len(record["schedules"]) == 2, out
     assert len(re.findall(r"^\[\d/2\] \d+ steps", out, flags=re.MULTILINE)) == 2
-    assert all(e["outcome"] != "not-reached" for e in record["schedules"]), out
+    # A schedule that could not reach its state says so (a verdict is earned); one must.
+    assert any(e["outcome"] != "not-reached" for e in record["schedules"]), out
     assert record["findings"], out  # the model ranks predicted divergences first
     assert code == 1
     replays = _printed(out, "replay")

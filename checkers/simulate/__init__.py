@@ -15,15 +15,16 @@ and the controller's view of the partition: leader, leader epoch, ISR. Truncatio
 protocol generations are the model's; fetching, the high watermark, the ISR, elections and
 power loss are modelled here.
 
-Time: a step takes no time, except `wait` (its seconds), and the steps that wait for a
+Time: a step takes no time, except `wait` (its seconds), the steps that wait for a
 session to end (`expire-session`, SIGKILL `kill`, `power-loss`: the broker's session
-timeout). Followers that stop catching up leave the ISR after replica.lag.time.max.ms of
-that time; a paused broker, or one cut off from the quorum, loses its session after its
-session timeout. High watermark checkpoints are written by `wait` steps at least as long as
-replica.high.watermark.checkpoint.interval.ms and by clean shutdowns only: steps are
-assumed to follow each other faster than the checkpoint interval (the scripted scenarios
-wait explicitly wherever they need a checkpoint, e.g. KIP-101 scenario 1). Real steps can
-be slower; `checkpoint_variants` gives the outcomes where a crash came after a checkpoint.
+timeout), and an acks=all write the ISR does not complete (`Produce.REQUEST_TIMEOUT`).
+Followers that stop catching up leave the ISR after replica.lag.time.max.ms of that time; a
+paused broker, or one cut off from the quorum, loses its session after its session timeout.
+High watermark checkpoints are written when that much time passes at once (`wait`, a write
+timing out) and by clean shutdowns only: steps are assumed to follow each other faster than
+the checkpoint interval (the scripted scenarios wait explicitly wherever they need a
+checkpoint, e.g. KIP-101 scenario 1). Real steps can be slower; `checkpoint_variants` gives
+the outcomes where a crash came after a checkpoint.
 
 The package, layer on layer: `state` (the replicas, brokers and controller view; topology;
 appending and truncating logs), `replication` (truncation by the protocol's rules,

@@ -173,6 +173,11 @@ class ControlPlane(Replication):
                 self._bump()
                 self._note_clean_election(leaving=b)
                 self._event(f"controlled shutdown: broker {others[0]} leads in epoch {ctl.epoch}")
+                if self.v1 and self._reaches_controller(b):
+                    # The new LeaderAndIsr goes to the replica shutting down as well
+                    # (ControlledShutdownLeaderSelector), which becomes a follower before it
+                    # stops: before KIP-101 that truncates its log to its high watermark.
+                    self._become_follower(self.replicas[b], others[0])
             elif ctl.leader != b and b in ctl.isr and len(ctl.isr) > 1:
                 ctl.isr.remove(b)
                 if self.options.bump_epoch_on_isr_shrink:

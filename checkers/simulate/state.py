@@ -23,6 +23,7 @@ from runrecord.typed import to_json
 
 RUNNING, STOPPED, PAUSED = "running", "stopped", "paused"
 LEADER, FOLLOWER = "leader", "follower"
+AS_SEEN = " (as on the brokers)"
 
 
 class SimulationError(Exception):
@@ -43,6 +44,12 @@ class SimOptions:
     # steps to follow each other faster than that (see the package), and these are the
     # crashes where that may not have held (`checkers.simulate.steps.checkpoint_variants`).
     checkpoint_before: frozenset[int] = frozenset()
+    # ZooKeeper mode: (step, broker) for each step after which the brokers had another
+    # controller. When /controller goes, every live broker races to create it (and before
+    # 2.1 an unclean election deletes it on purpose, KAFKA-6835): who wins is a race the
+    # model cannot call, so a run on real brokers tells it (`Live`), and the model's own
+    # choice (the lowest registered broker) stands only where nothing was seen.
+    controller_after: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,7 @@ class StepRecord:
     targets: dict[str, Any] = field(default_factory=dict)
     note: str = ""  # what was observed when skipped or rejected
     events: list[str] = field(default_factory=list)
+    controller: int | None = None  # ZooKeeper mode: the broker that took the role meanwhile
 
     def to_dict(self) -> dict[str, Any]:
         return to_json(self)
@@ -191,6 +199,7 @@ class SimState:
         self.events: list[str] = []
         self.unclean_elections = 0
         self._failed: set[int] = set()  # brokers whose session ended, for the controller
+        self.elected: int | None = None  # the controller chosen during the step under way
         self.power_losses = 0
         self.max_divergent = 0
         self.max_isr_divergence = 0
@@ -226,15 +235,32 @@ class SimState:
     def _controller_broker(self) -> int | None:
         """ZooKeeper mode: the broker acting as controller. It keeps the role until its
         session ends; then the lowest registered broker takes over (model's choice: in
-        Kafka the first to create /controller wins)."""
+        Kafka the first to create /controller wins), unless the brokers were seen to
+        choose (SimOptions.controller_after)."""
         if self.cluster.mode == "kraft":
             return None
         if not self.registered(self.controller_id):
+            seen = self._controller_seen()
             successor = next((b for b in self.cluster.broker_ids if self.registered(b)), None)
+            if seen is not None and self.registered(seen):
+                successor = seen
             if successor is not None and successor != self.controller_id:
-                self._event(f"broker {successor} becomes the controller")
-                self.controller_id = successor
+                how = AS_SEEN if seen == successor else ""
+                self._controller_moves(successor, how)
+                # The successor starts from the live brokers in /brokers/ids
+                # (KafkaController.onControllerFailover): a broker whose session ended
+                # while no controller acted stays in the ISR, as the old controller does.
+                self._failed.clear()
         return self.controller_id if self.registered(self.controller_id) else None
+
+    def _controller_moves(self, broker: int, how: str = "") -> None:
+        self._event(f"broker {broker} becomes the controller{how}")
+        self.controller_id = broker
+        self.elected = broker
+
+    def _controller_seen(self) -> int | None:
+        """The broker the brokers had as controller after this step, where it changed."""
+        return dict(self.options.controller_after).get(self._step)
 
     def _reaches_controller(self, broker: int) -> bool:
         """Can the controller's LeaderAndIsr (KRaft: the metadata log) reach the broker?"""

@@ -17,6 +17,7 @@ from checkers.protocol import Protocol
 from checkers.simulate.controller import ControlPlane
 from checkers.simulate.prediction import Prediction, predict
 from checkers.simulate.state import (
+    AS_SEEN,
     LEADER,
     PAUSED,
     RUNNING,
@@ -112,6 +113,7 @@ class Simulator(ControlPlane):
         """Run one step. A step whose precondition does not hold is skipped, saying what was
         observed instead; it changes nothing."""
         self._step = len(self.records)
+        self.elected = None
         record = StepRecord(self._step, step.describe(), "done")
         start = len(self.events)
         handler = getattr(self, "_do_" + type(step).__name__.lower())
@@ -121,10 +123,21 @@ class Simulator(ControlPlane):
             record.status, record.note = "skipped", skip.observed
         except Rejected as rejected:
             record.status, record.note = "rejected", str(rejected)
-        record.events = self.events[start:]
+        self._follow_controller_seen()
+        record.events, record.controller = self.events[start:], self.elected
         self.records.append(record)
         self._near_misses()
         return record
+
+    def _follow_controller_seen(self) -> None:
+        """After a step: take the controller the brokers had, where they moved it while the
+        model's kept its session (an unclean election before 2.4 deletes /controller)."""
+        seen = self._controller_seen()
+        if self.cluster.mode == "kraft" or seen is None or seen == self.controller_id:
+            return
+        if self.registered(seen):
+            self._controller_moves(seen, AS_SEEN)
+            self.settle()
 
     def _near_misses(self) -> None:
         isr = [self.replicas[b] for b in self.ctl.isr]
@@ -179,8 +192,16 @@ class Simulator(ControlPlane):
             write.acknowledged = True
         else:
             # acks=all: acknowledged once the high watermark passes the write and the ISR
-            # still has min.insync.replicas; otherwise the request times out.
-            write.acknowledged = r.role == LEADER and r.hw >= end and len(r.isr) >= min_isr
+            # still has min.insync.replicas; otherwise the write waits in the leader's
+            # purgatory until the request times out, while sessions end and the ISR may
+            # shrink under it, which can still complete it.
+            def completed() -> bool:
+                return r.role == LEADER and r.hw >= end and len(r.isr) >= min_isr
+
+            write.acknowledged = completed()
+            if not write.acknowledged:
+                self._pass_time(Produce.REQUEST_TIMEOUT)
+                write.acknowledged = completed()
         self._event(
             f"write {write.id} {'acknowledged' if write.acknowledged else 'not acknowledged'} "
             f"(high watermark {r.hw}, ISR {r.isr})"
@@ -353,14 +374,19 @@ class Simulator(ControlPlane):
         return {"broker": b, "lost_batches": len(lost)}
 
     def _do_wait(self, step: Wait) -> dict[str, Any]:
-        self.advance(step.seconds)
+        self._pass_time(step.seconds)
+        return {}
+
+    def _pass_time(self, seconds: float) -> None:
+        """Time passing within a step: `advance`, and the periodic checkpoints (high
+        watermark, recovery point) of the brokers that run through it."""
+        self.advance(seconds)
         for b, r in self.replicas.items():
             interval = self.cluster.checkpoint_interval_ms(b) / 1000
-            if self.alive(b) and step.seconds >= interval:
+            if self.alive(b) and seconds >= interval:
                 r.hw_checkpoint = r.hw
-            if self.alive(b) and step.seconds >= RECOVERY_CHECKPOINT_SECONDS:
+            if self.alive(b) and seconds >= RECOVERY_CHECKPOINT_SECONDS:
                 r.flushed = max(r.flushed, min(r.recovered, r.leo))
-        return {}
 
     # -- the end --------------------------------------------------------------------------
 

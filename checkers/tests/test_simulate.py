@@ -297,7 +297,8 @@ def test_a_held_back_follower_keeps_acks_all_unacknowledged_while_it_stays_in_th
 def test_a_lagging_follower_leaves_the_isr_and_acks_all_is_refused_below_min_isr() -> None:
     strict = Cluster(brokers=3, replication_factor=2, controller=3, topic_config=TopicConfig(2))
     p = simulate(Schedule(strict, steps=(HoldBack(), Produce(3), Wait(11), Produce(2))), KIP101)
-    assert "step 2: leader 1 drops broker 2 from the ISR after 11 s behind (ISR [1])" in p.events
+    # 8 s of the first write timing out, then the 11 s wait.
+    assert "step 2: leader 1 drops broker 2 from the ISR after 19 s behind (ISR [1])" in p.events
     refused = p.steps[3]
     assert refused.status == "rejected"
     assert refused.note.startswith("NOT_ENOUGH_REPLICAS: ISR [1] is below min.insync.replicas=2")
@@ -572,3 +573,58 @@ def test_near_misses_for_ranking() -> None:
     quiet = simulate(Schedule(TWO, steps=(Produce(3), Kill(1), Restart(1))), KIP101)
     assert (quiet.risky_elections, quiet.max_isr_divergence, quiet.divergent_failovers) == (0, 0, 0)
     assert not quiet.isr_gap and quiet.clean_elections == 1
+
+
+def test_the_model_takes_the_controller_the_brokers_elected() -> None:
+    """Who wins a controller election is a race the model cannot call: by default the
+    lowest registered broker takes over, unless a run on real brokers saw the winner; and a
+    controller the brokers moved while the model's kept its session (before 2.4 an unclean
+    election deletes /controller) is followed once the step is done."""
+    schedule = Schedule(controller_apart(), steps=(ExpireSession(C), Produce(1)))
+    default = Simulator(schedule.cluster, KIP101)
+    for step in schedule.steps:
+        default.apply(step)
+    assert default.controller_id == A
+    seen = Simulator(schedule.cluster, KIP101, SimOptions(controller_after=((0, B), (1, A))))
+    record = seen.apply(schedule.steps[0])
+    assert "step 0: broker 2 becomes the controller (as on the brokers)" in record.events
+    assert seen.controller_id == B
+    record = seen.apply(schedule.steps[1])
+    assert seen.controller_id == A
+    assert "step 1: broker 1 becomes the controller (as on the brokers)" in record.events
+
+
+def test_a_leader_shut_down_before_0_11_truncates_as_it_hands_over() -> None:
+    """SIGTERM: the controller's LeaderAndIsr reaches the leader shutting down too, and
+    before KIP-101 it truncates to its high watermark as it becomes a follower (seen on
+    0.10.2.2: its unreplicated tail was gone before it restarted). From 0.11 a follower
+    truncates from its fetcher, which stops with the broker."""
+    steps = (HoldBack(A), Produce(3, "1"), Kill(B, "SIGTERM"))
+    schedule = Schedule(controller_apart(), steps=steps)
+    for protocol, leo in ((HW, 0), (KIP101, 3)):
+        sim = Simulator(schedule.cluster, protocol)
+        shutdown = [sim.apply(step) for step in steps][-1]
+        assert sim.replicas[B].leo == leo, protocol
+        handed = "step 2: broker 2 follows broker 1 in epoch 1" in shutdown.events
+        assert handed == (protocol is HW)
+
+
+def test_a_new_controller_leaves_brokers_lost_before_it_in_the_isr() -> None:
+    """A follower frozen as the controller dies loses its session with no controller to
+    act on it; the successor starts from the live brokers and never takes it out of the
+    ISR (seen on 1.1.1: ISR [1, 2, 3] with broker 2 frozen and broker 3 dead)."""
+    steps = (Pause(A), Kill(C))
+    sim = Simulator(controller_apart(), KIP101)
+    for step in steps:
+        sim.apply(step)
+    assert sim.controller_id == B and sorted(sim.ctl.isr) == [A, B]
+
+
+def test_a_write_timing_out_lets_a_cut_off_leader_lose_its_session() -> None:
+    """An acks=all write the ISR cannot complete takes the producer's request timeout,
+    and a leader cut off from the quorum 6 s before loses its session meanwhile (seen on
+    1.1.1: the controller had moved leadership by the time the write timed out)."""
+    steps = (HoldBack(A), Cut(B, QUORUM), Produce(1))
+    p = simulate(Schedule(controller_apart(), steps=steps), KIP101)
+    assert "step 2: broker 2 loses its session (running, 8 s)" in p.steps[2].events
+    assert not p.steps[2].events[-1].startswith("step 2: write 0 acknowledged")

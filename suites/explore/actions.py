@@ -10,6 +10,7 @@ ISR first, then by broker id), as the simulator's `finish` does.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,15 +31,20 @@ from runrecord.events import EventKind
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Endpoint, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
+from suites.broker_logs import log_mark, shutdown_backoffs
 from suites.scenario import RunContext
 from suites.steps import check_landed, write_batch
 
-# An acks=all write the ISR does not complete is answered with a timeout after this long
-# (the produce request's timeout); a write is not retried by a timeout, so one step is one
-# batch (a re-send after NOT_LEADER_FOR_PARTITION makes the step not reached: check_landed).
-REQUEST_TIMEOUT = 8.0
+# An acks=all write the ISR does not complete is answered with a timeout after
+# Produce.REQUEST_TIMEOUT (the model lets that time pass too); a write is not retried by a
+# timeout, so one step is one batch (a re-send after NOT_LEADER_FOR_PARTITION makes the step
+# not reached: check_landed).
+REQUEST_TIMEOUT = kinds.Produce.REQUEST_TIMEOUT
 LEADER_SEEN_TIMEOUT = 15.0  # for a new leader to learn that it leads
 SETTLE_TIMEOUT = 10.0  # for the cluster to settle where the model does after a step
+# Settling is a fetch round or an ISR change away (milliseconds to a second): looking
+# again at a steady pace, not backing off, keeps each step from idling after it settled.
+SETTLE_POLL = 0.2
 NOT_ENOUGH_REPLICAS = "Not enough in-sync replicas"  # librdkafka's text of error 19
 
 
@@ -86,6 +92,7 @@ class Live:
         self.power_cuts: list[PowerCut] = []
         self.results: list[StepResult] = []
         self.exited: dict[int, str] = {}  # brokers that did not come back after the heal
+        self.controllers: list[tuple[int, int]] = []  # (step, broker): the controller moved
         self._registered: set[int] = set()
 
     # -- what the steps see -----------------------------------------------------------------
@@ -160,6 +167,7 @@ class Live:
         except Rejected as rejected:
             result.status, result.observed = REJECTED, str(rejected)
         if self.sim is not None and result.status != SKIPPED:
+            self._follow_controller(index)
             self.sim.apply(step)
             result.unsettled = self._settle()
         result.seconds = time.monotonic() - started
@@ -175,6 +183,21 @@ class Live:
             unsettled=result.unsettled,
         )
         return result
+
+    def _follow_controller(self, index: int) -> None:
+        """Note which broker the controller election of this step (if any) went to, and
+        let the simulator know: it cannot call that race (SimOptions.controller_after)."""
+        assert self.sim is not None
+        if self.cluster.mode != "zk":
+            return
+        self._registered = self.cluster.registered_brokers()
+        now = self.controller()
+        last = self.controllers[-1][1] if self.controllers else self.schedule.cluster.controller
+        if now is None or now == last:
+            return
+        self.controllers.append((index, now))
+        options = dataclasses.replace(self.sim.options, controller_after=tuple(self.controllers))
+        self.sim.options = options
 
     def _settle(self) -> str:
         """Wait for the cluster to stand where the simulator does; "" once it does, else
@@ -201,7 +224,14 @@ class Live:
             return state.leader, tuple(sorted(state.isr)), ends
 
         try:
-            wait_until(probe, lambda seen: seen == expected, what="", timeout=SETTLE_TIMEOUT)
+            wait_until(
+                probe,
+                lambda seen: seen == expected,
+                what="",
+                timeout=SETTLE_TIMEOUT,
+                interval=SETTLE_POLL,
+                max_interval=SETTLE_POLL,
+            )
         except WaitTimeout as exc:
             return f"model: leader, ISR, (log end, last epoch) {expected}; brokers: {exc.last}"
         return ""
@@ -390,8 +420,10 @@ class Live:
 
         b = roles.pick(step.target, view, ok, "kill")
         if step.signal == "SIGTERM":
+            mark = log_mark(self.node(b))
             process.kill(self.cluster, self.node(b), signal="SIGTERM")
-            return {"broker": b}, 0.0
+            backoffs = shutdown_backoffs(self.node(b), mark, self.cluster.spec.broker_config)
+            return {"broker": b}, backoffs
         return {"broker": b}, self._crash(b, lambda: process.kill(self.cluster, self.node(b)))
 
     def _running(self, b: Any) -> str | None:
@@ -471,16 +503,18 @@ class Live:
     # -- the end ----------------------------------------------------------------------------
 
     def heal_all(self) -> None:
-        """Heal every cut, resume paused brokers, restart stopped ones (those in the ISR
+        """Resume paused brokers, heal every cut, restart stopped ones (those in the ISR
         first, then by broker id). A broker that exits again on its own (a follower that
         halts rather than truncate) is left down and noted: the cluster's doing, judged
         as a follower that cannot make progress."""
-        for link in list(self.links):
-            self._heal(link)
         brokers = sorted(self.cluster.brokers)
+        # Paused brokers first: the rules of a cut live in both ends' namespaces, and a
+        # frozen container's cannot be removed (faults.network).
         for b in brokers:
             if self.status(b) == "paused":
                 process.resume(self.cluster, self.node(b))
+        for link in list(self.links):
+            self._heal(link)
         try:
             isr = set(self.state().isr)
         except LogforkError:

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faults import network
+from faults import elections, network
+from fixtures.admin import ask_controller
 from fixtures.cluster import Cluster, ClusterSpec
-from fixtures.errors import LogforkError
+from fixtures.errors import LogforkError, NotReached
 from fixtures.releases import Release, resolve
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
@@ -40,6 +41,12 @@ CONTROLLER_CHANNEL = {"request.timeout.ms": 5000, "controller.socket.timeout.ms"
 # five queued LeaderAndIsr requests were applied at once; the model has a broker learn its
 # new role at once. 5 s bounds that lag, as CONTROLLER_CHANNEL bounds the controller's.
 FETCHER_SOCKET = {"replica.socket.timeout.ms": 5000}
+# A ZooKeeper-mode broker's SIGTERM asks the controller to move its leaderships away, and
+# retries controlled.shutdown.max.retries (3) times, controlled.shutdown.retry.backoff.ms
+# (5 s) apart, while a partition it leads has no other ISR member, before it shuts down
+# anyway (KafkaServer.controlledShutdown): 15 s of waiting for the same end. Explore draws
+# SIGTERMs of lone leaders often; 1 s apart, the retries take 3 s.
+CONTROLLED_SHUTDOWN = {"controlled.shutdown.retry.backoff.ms": 1000}
 
 
 def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> ClusterSpec:
@@ -68,6 +75,7 @@ def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> Clu
     }
     if shape.mode == "zk":
         broker_config.update(CONTROLLER_CHANNEL)
+        broker_config.update(CONTROLLED_SHUTDOWN)
     return ClusterSpec(
         kafka,
         shape.mode,
@@ -174,7 +182,11 @@ class Bench:
         if cluster is None or self._retire is not None:
             return
         try:
-            cluster.admin().delete_topics([topic], operation_timeout=30)[topic].result(timeout)
+            ask_controller(
+                cluster,
+                lambda admin: admin.delete_topics([topic], operation_timeout=30)[topic],
+                timeout,
+            )
             wait_until(
                 lambda: [tp for tp in partitions(cluster) if tp[0] == topic],
                 lambda left: not left,
@@ -220,7 +232,10 @@ def check(cluster: Cluster, marks: dict[int, int], timeout: float = 30.0) -> str
     except Exception as exc:  # noqa: BLE001 - no controller at all
         return f"no active controller: {exc}"
     if cluster.mode == "zk" and wanted is not None and controller.node_id != wanted:
-        return f"the controller moved from broker {wanted} to {controller.name}"
+        try:
+            elections.move_controller(cluster, wanted)
+        except (NotReached, WaitTimeout) as exc:
+            return f"the controller moved from broker {wanted} to {controller.name}: {exc}"
     if cluster.release.at_least(2, 3):
         return None  # KIP-461: a failed partition no longer stops its fetcher thread
     for b in sorted(cluster.brokers):

@@ -31,6 +31,7 @@ from runrecord.explore import (
     ScheduleEntry,
 )
 from runrecord.outcome import Outcome
+from runrecord.replay import DIVERGED
 from runrecord.schedule import Schedule, write_schedule
 from runrecord.typed import write_json
 from suites.explore.bench import Bench
@@ -53,7 +54,7 @@ class ExploreOptions:
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
     shrink_runs: int = 24  # real runs for each shrinking, confirmations included
-    shrink_findings: int = 3  # findings shrunk (the first of each kind first)
+    shrink_findings: int = 3  # findings shrunk (the first of each kind first, divergence first)
     reuse: bool = True
     report: bool = True
     base_image: str | None = None
@@ -120,12 +121,13 @@ class Explorer:
     # -- shrinking -------------------------------------------------------------------------
 
     def shrink_findings(self) -> None:
-        """Shrink the first finding of each kind, then the next ones, up to
-        `shrink_findings` of them; the others are listed with their own schedules."""
+        """Shrink the first finding of each kind (a divergence first: what explore is for),
+        then the next ones, up to `shrink_findings` of them; the others are listed with
+        their own schedules."""
         by_kind: dict[str, list[tuple[ScheduleEntry, Schedule, ScheduleRun]]] = {}
         for item in self.failing:
             by_kind.setdefault(item[0].failure or "", []).append(item)
-        groups = list(by_kind.values())
+        groups = sorted(by_kind.values(), key=lambda g: g[0][0].failure != DIVERGED)
         order = [g[i] for i in range(len(self.failing)) for g in groups if i < len(g)]
         for k, (entry, schedule, run) in enumerate(order, start=1):
             if k > self.options.shrink_findings:
@@ -161,8 +163,8 @@ class Explorer:
             return got.failure
 
         start, seen = schedule, failure
-        # Only the model's own run can guide the shrinking: a checkpoint variant's
-        # agreement hangs on timing that a cut-down schedule need not keep.
+        # Only the model's own run can guide the shrinking: an agreement on a condition
+        # hangs on timing or a race that a cut-down schedule need not repeat.
         foreseen = bool(entry.agree) and not entry.agreed_if
         if foreseen and run.comparison is not None:
             # The model saw it coming: shrink on the model first (no cluster), and start
@@ -179,17 +181,18 @@ class Explorer:
             return f"the model predicts {predicted or 'no finding'}"
 
         prescreen = screen if foreseen else None
-        result = shrink(
-            start,
-            real,
-            budget=self.options.shrink_runs,
-            confirm=2,
-            prescreen=prescreen,
-            seen=seen,
-        )
+        budget = self.options.shrink_runs
+        result = shrink(start, real, budget=budget, confirm=2, prescreen=prescreen, seen=seen)
+        spent, left = result.runs, budget - result.runs
+        if not result.reproducible and start is not schedule and left >= 2:
+            # The model predicts its minimal fails and the brokers failed the original: one
+            # real run that came out otherwise is a cluster's bad luck as often as not, so
+            # the minimal gets a second chance, as a flaky candidate does in the shrinker.
+            self.say("  the brokers did not confirm the model's minimal: running it again")
+            result = shrink(start, real, budget=left, confirm=2, prescreen=prescreen)
+            result.runs += spent
         if not result.reproducible and start is not schedule:
             self.say("  the brokers did not confirm the model's minimal: shrinking the original")
-            budget = self.options.shrink_runs
             result = shrink(
                 schedule, real, budget=budget, confirm=2, prescreen=prescreen, seen=failure
             )
@@ -296,7 +299,7 @@ def progress_line(e: ScheduleEntry, budget: int | None) -> str:
     if e.agree is None:
         model = f"model: {e.predicted or 'no finding'}"
     else:
-        agrees = "agrees with a checkpoint variant" if e.agreed_if else "agrees"
+        agrees = "agrees on a condition" if e.agreed_if else "agrees"
         model = f"model {agrees if e.agree else 'DISAGREES'} ({e.predicted or 'no finding'})"
     skipped = f", {e.skipped} skipped" if e.skipped else ""
     fresh = f"  [fresh cluster: {e.fresh_cluster}]" if e.fresh_cluster else ""
@@ -308,7 +311,7 @@ def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:
     judged = record.judged
     agreed = sum(1 for e in judged if e.agree)
     varied = sum(1 for e in judged if e.agree and e.agreed_if)
-    variant = f"; {varied} only with a checkpoint variant" if varied else ""
+    variant = f"; {varied} only on a condition the run decided" if varied else ""
     rate = n / (elapsed / 60) if elapsed > 0 else 0.0
     pct = f"{100 * agreed / len(judged):.1f} %" if judged else "n/a"
     shrinking = f", then {record.shrink_runs} shrinking run(s)" if record.shrink_runs else ""

@@ -6,8 +6,10 @@ rules (checkers.simulate) and scored (`score`): a predicted finding first (diver
 stuck follower, an acknowledged acks=all write lost where nothing excuses it), then near
 misses (replicas that held different data at one offset at some point, acknowledged
 acks=1 writes truncated, unclean elections), and fewer skipped steps. Candidates run in
-that order; ties keep the drawing order. The search (`search`) breeds the best of every
-kind by one mutation each (MUTATIONS), round after round, on the model alone.
+that order, except that a finding which another winner of a controller election would
+undo (`races`) runs after the steady ones; ties keep the drawing order. The search
+(`search`) breeds the best of every kind by one mutation each (MUTATIONS), round after
+round, on the model alone.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from checkers.model import Fate
 from checkers.protocol import Protocol
-from checkers.simulate import Prediction, Simulator, simulate
+from checkers.simulate import Prediction, SimOptions, Simulator, simulate
 from runrecord.schedule import Produce, Schedule, Step, dumps
 from suites.explore.generate import (
     COUNTS,
@@ -299,9 +301,29 @@ def plan(
     """The order `explore` would run `count` candidates in: the model-guided search's
     ranking, or (unguided) the drawn candidates as drawn."""
     options = options or DrawOptions(protocol=protocol)
-    if guided:
-        return search(seed, count, protocol, options, search_options)
-    return evaluate(draw_many(seed, count, options), protocol)
+    if not guided:
+        return evaluate(draw_many(seed, count, options), protocol)
+    ranked = search(seed, count, protocol, options, search_options)
+    # Findings that hang on a race run after the steady ones, before the rest.
+    return sorted(ranked, key=lambda c: (c.prediction.failure() is None, races(c, protocol)))
+
+
+def races(candidate: Candidate, protocol: Protocol) -> bool:
+    """Whether the candidate's predicted finding hangs on who wins a ZooKeeper-mode
+    controller election: the model hands the role to the lowest registered broker, Kafka
+    to whichever broker creates /controller first, and another winner may send the
+    schedule elsewhere (seen on 1.1.1: one seed's first schedule diverged or not as broker
+    1 or 2 won)."""
+    p, schedule = candidate.prediction, candidate.schedule
+    failure = p.failure()
+    if failure is None or schedule.cluster.mode != "zk":
+        return False
+    for step in (r.index for r in p.steps if r.controller is not None):
+        for b in schedule.cluster.broker_ids:
+            other = SimOptions(controller_after=((step, b),))
+            if simulate(schedule, protocol, options=other).failure() != failure:
+                return True
+    return False
 
 
 # -- what counts as a KAFKA-6361-class schedule -----------------------------------------

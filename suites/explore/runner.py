@@ -24,7 +24,8 @@ from typing import Any
 
 from checkers.audit.local import execute
 from checkers.audit.plan import plan_audit
-from checkers.simulate import Prediction, Simulator, checkpoint_variants, simulate
+from checkers.protocol import Protocol
+from checkers.simulate import Prediction, SimOptions, Simulator, checkpoint_variants, simulate
 from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.releases import Release
 from fixtures.waiting import Aborted, WaitTimeout
@@ -93,11 +94,14 @@ def compare(
     model: list[Any],
     real: list[StepResult],
     schedule: Schedule | None = None,
+    controller_after: tuple[tuple[int, int], ...] = (),
 ) -> Comparison:
     """The model's failure kind for the schedule's partition beside the brokers'. With the
-    schedule, a disagreement is looked up among the outcomes the model allows when a crash
-    came after a high watermark checkpoint its steps outran: the model agrees then, saying
-    on which condition."""
+    schedule, a disagreement is looked up among the outcomes the model allows where the run
+    decided what the model cannot: which broker won a controller election
+    (`controller_after`, as seen on the brokers), and whether a crash came after a high
+    watermark checkpoint its steps outran. The model agrees then, saying on which
+    condition."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
     predicted = prediction.failure()
     differ = [
@@ -107,16 +111,35 @@ def compare(
     ]
     comparison = Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
     if not comparison.agree and schedule is not None:
-        for crashes, variant in checkpoint_variants(schedule, prediction.protocol):
-            if variant.failure() == actual:
-                steps = ", ".join(str(i) for i in crashes)
-                comparison.agree = True
-                comparison.agreed_if = (
-                    f"if the high watermark checkpoint had caught up before the crash at "
-                    f"step {steps}: {variant.summary()}"
-                )
-                break
+        condition = _agreeing_condition(schedule, prediction.protocol, actual, controller_after)
+        if condition is not None:
+            comparison.agree, comparison.agreed_if = True, condition
     return comparison
+
+
+def _agreeing_condition(
+    schedule: Schedule,
+    protocol: Protocol,
+    actual: str | None,
+    controller_after: tuple[tuple[int, int], ...],
+) -> str | None:
+    """The condition on which the model reaches the brokers' outcome, in words, or None."""
+    base = SimOptions(controller_after=controller_after)
+    elected = ", ".join(f"broker {b} after step {i}" for i, b in controller_after)
+    given = f"given the controller elections the brokers held ({elected})" if elected else ""
+    if controller_after:
+        seen = simulate(schedule, protocol, options=base)
+        if seen.failure() == actual:
+            return f"{given}: {seen.summary()}"
+    for crashes, variant in checkpoint_variants(schedule, protocol, options=base):
+        if variant.failure() == actual:
+            steps = ", ".join(str(i) for i in crashes)
+            also = f", {given}" if given else ""
+            return (
+                f"if the high watermark checkpoint had caught up before the crash at step "
+                f"{steps}{also}: {variant.summary()}"
+            )
+    return None
 
 
 def run_schedule(
@@ -235,7 +258,7 @@ def _run(
         with_cluster_timeline(cluster, timeline, lambda: bench.put_away(topic, marks))
     result.seconds = time.monotonic() - started
     # The protocol's own waits: each step's (session timeouts, wait steps, acks=all writes
-    # timing out), and one fetch round for the followers once everything is healed.
+    # timing out, controlled-shutdown retries), and one fetch round once all is healed.
     result.waits = sum(s.waits for s in result.steps) + FETCH_WAIT
     verdict = result.verdict
     verdict.run_dir = str(record.path)
@@ -346,7 +369,14 @@ def _body(
         unclean_enabled=shape_topic.unclean_leader_election_enable,
         exited=live.exited,
     )
-    comparison = compare(prediction, judgement, prediction.steps, result.steps, schedule)
+    comparison = compare(
+        prediction,
+        judgement,
+        prediction.steps,
+        result.steps,
+        schedule,
+        tuple(live.controllers),
+    )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict
     verdict.outcome = Outcome.CONSISTENT if judgement.failure is None else Outcome.DIVERGED
@@ -363,6 +393,7 @@ def _body(
             "comparison": to_json(comparison),
             "convergence": convergence.to_dict(),
             "power_losses": [to_json(c) for c in live.power_cuts],
+            "controller_after": [list(c) for c in live.controllers],  # (step, broker)
         }
     )
 

@@ -55,6 +55,7 @@ def test_the_cluster_a_shape_asks_for() -> None:
         "replica.socket.timeout.ms": 5000,
         "request.timeout.ms": 5000,
         "controller.socket.timeout.ms": 5000,
+        "controlled.shutdown.retry.backoff.ms": 1000,
     }
     assert spec.node_config == {"b2": {"zookeeper.session.timeout.ms": 6000}}
 

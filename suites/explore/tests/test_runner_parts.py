@@ -107,3 +107,78 @@ def test_what_a_step_settles_on_and_how_it_names_a_link_end(tmp_path: Path) -> N
     )
     assert _log_end(read_log_dir(root).lineages[("t", 0)]) == (20, 2)
     assert _end(2) == "2" and _end(QUORUM) == str(QUORUM)
+
+
+def test_a_sigterm_waits_the_shutdown_retries_its_broker_logged(tmp_path: Path) -> None:
+    """The backoffs counted are the retries logged after the mark, at the cluster's own
+    backoff, or Kafka's default where the cluster leaves it alone."""
+    from types import SimpleNamespace
+
+    from suites.broker_logs import shutdown_backoffs
+
+    log = tmp_path / "server.log"
+    retry = "WARN [KafkaServer id=3] Retrying controlled shutdown after the previous attempt\n"
+    log.write_text("INFO earlier\n" + retry)
+    mark = log.stat().st_size
+    with log.open("a") as f:
+        f.write("INFO [KafkaServer id=3] Starting controlled shutdown\n" + retry * 3)
+    node = SimpleNamespace(log_file=log)
+    assert shutdown_backoffs(node, mark, {"controlled.shutdown.retry.backoff.ms": 1000}) == 3.0
+    assert shutdown_backoffs(node, mark, {}) == 15.0
+    assert shutdown_backoffs(node, log.stat().st_size, {}) == 0.0
+    assert shutdown_backoffs(SimpleNamespace(log_file=tmp_path / "none.log"), 0, {}) == 0.0
+
+
+# 0.10.2.2, explore seed 1, schedule 8 cut down on the model: broker 3's expiry (step 2)
+# hands the controller to broker 1 in the model and to broker 2 on the brokers, which then
+# leads after the preferred election (step 6) with the controller beside it.
+CONTROLLER_RACE = """
+{"format": 1, "seed": 1044731400,
+ "cluster": {"mode": "zk", "brokers": 3, "replication_factor": 3, "replicas": [2, 1, 3],
+  "controller": 3,
+  "topic_config": {"min.insync.replicas": 1, "unclean.leader.election.enable": true},
+  "broker_config": {"replica.lag.time.max.ms": 600000, "zookeeper.session.timeout.ms": 6000,
+   "replica.high.watermark.checkpoint.interval.ms": 5000}},
+ "steps": [
+  {"kind": "expire-session", "target": "leader"},
+  {"kind": "heal", "a": 2, "b": "quorum"},
+  {"kind": "expire-session", "target": 3},
+  {"kind": "hold-back", "target": "follower-in-isr"},
+  {"kind": "produce", "count": 1, "acks": "1", "to": "leader"},
+  {"kind": "hold-back", "target": "follower-in-isr"},
+  {"kind": "elect-preferred"},
+  {"kind": "expire-session", "target": "leader"},
+  {"kind": "produce", "count": 25, "acks": "1", "to": "leader"}]}
+"""
+
+
+def test_a_disagreement_the_brokers_controller_election_explains_agrees_on_it() -> None:
+    schedule = loads(CONTROLLER_RACE)
+    prediction = simulate(schedule, "0.10.2.2")
+    assert prediction.failure() == "diverged"
+    held = Judgement(None, "held", partitions={0: None, 1: None})
+    assert not compare(prediction, held, [], [], schedule).agree
+    assert not compare(prediction, held, [], [], schedule, ((2, 1),)).agree  # the model's
+    c = compare(prediction, held, [], [], schedule, ((2, 2),))
+    assert c.agree and c.agreed_if == (
+        "given the controller elections the brokers held (broker 2 after step 2): "
+        "consistent (pre-KIP-101 rules)"
+    )
+
+
+def test_a_finding_that_hangs_on_a_controller_race_is_ranked_as_one() -> None:
+    from checkers.protocol import Protocol
+    from runrecord.schedule import Schedule
+    from suites.explore.guide import Candidate, races, score
+
+    def candidate(schedule: Schedule, release: str) -> Candidate:
+        prediction = simulate(schedule, release)
+        return Candidate(0, schedule, prediction, score(prediction))
+
+    raced = candidate(loads(CONTROLLER_RACE), "0.10.2.2")
+    assert raced.prediction.steps[2].controller == 1  # the model's pick; broker 2 undoes it
+    assert races(raced, Protocol.HIGH_WATERMARK)
+    # KIP-279 scenario 1 (docs/schedules): its controller never loses the role.
+    steady = candidate(load_schedule(EXAMPLE), "1.1.1")
+    assert steady.prediction.failure() == "diverged"
+    assert not races(steady, Protocol.KIP_101)
