@@ -186,8 +186,9 @@ class Explorer:
         spent, left = result.runs, budget - result.runs
         if not result.reproducible and start is not schedule and left >= 2:
             # The model predicts its minimal fails and the brokers failed the original: one
-            # real run that came out otherwise is a cluster's bad luck as often as not, so
-            # the minimal gets a second chance, as a flaky candidate does in the shrinker.
+            # real run that came out otherwise (passed, or failed then passed) is weak
+            # evidence against both, so the minimal gets a second chance; the shrinker
+            # gives one only to a candidate that failed, then passed.
             self.say("  the brokers did not confirm the model's minimal: running it again")
             result = shrink(start, real, budget=left, confirm=2, prescreen=prescreen)
             result.runs += spent
