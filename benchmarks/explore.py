@@ -8,10 +8,13 @@ The schedules are the first of the model-guided ranking for the seed (unclean el
 allowed, as the acceptance run uses them). A schedule's wall time runs from its topic's
 creation to its topic's deletion and the health check after it (the audit of its copied
 logs included; cluster boots and reports excluded). Its protocol waits are what Kafka's
-own configuration makes it wait (suites.explore.runner): session timeouts (plus one
-ZooKeeper tick) of expiries and crashes, `wait` steps, acks=all writes the ISR does not
-complete (the produce request's timeout), the backoffs between the controlled-shutdown
-attempts a SIGTERMed broker logged, and one fetch round once healed. Figures only:
+own configuration makes it wait (suites.explore.runner): the time from an expiry's cut or
+a crash to the controller acting on the lost session (at most the session timeout plus
+one ZooKeeper tick), `wait` steps, acks=all writes the ISR does not complete (the produce
+request's timeout), the backoffs between the controlled-shutdown attempts a SIGTERMed
+broker logged, one fetch round once healed, and the high watermark checkpoint a
+convergence needed (at most one interval: before 2.0 a truncation inside a batch leaves
+a follower's file short, and only its checkpoint shows it caught up). Figures only:
 nothing here fails on time.
 """
 
@@ -20,13 +23,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import defaultdict
 from pathlib import Path
 
 from fixtures.releases import resolve
 from suites.explore.bench import Bench
 from suites.explore.generate import DrawOptions, explore_shape
 from suites.explore.guide import plan
-from suites.explore.runner import run_schedule
+from suites.explore.runner import ScheduleRun, run_schedule
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     candidates = plan(args.seed, max(200, args.schedules), release.protocol, options)
     out = Path(args.out).resolve() / f"{release}-{mode}-{int(time.time())}"
     rows: list[tuple[float, float]] = []
+    runs: list[ScheduleRun] = []
     started = time.monotonic()
     with Bench(args.kafka_version, out) as bench:
         for n, candidate in enumerate(candidates[: args.schedules], start=1):
@@ -54,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                 bench, candidate.schedule, out / f"{n:03d}", prediction=candidate.prediction
             )
             rows.append((run.seconds, run.waits))
+            runs.append(run)
             print(
                 f"schedule {n}: {len(candidate.schedule.steps)} steps, "
                 f"{run.failure or run.outcome.value}; {run.seconds:.1f}s, protocol waits "
@@ -84,7 +90,36 @@ def main(argv: list[str] | None = None) -> int:
         f"with a fresh cluster per schedule (boot {boot:.1f}s + teardown {teardown:.1f}s "
         f"each): {fresh:.0f}s = {fresh / waits:.2f}"
     )
+    print_breakdown(runs)
     return 0
+
+
+def print_breakdown(runs: list[ScheduleRun]) -> None:
+    """Where the time beyond the protocol's waits went: per step kind, the step's own work
+    and its settle (the cluster coming to stand where the model does), then the phases
+    after the steps (heal and convergence, the check, putting the topic away)."""
+    kinds: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    for run in runs:
+        for step in run.steps:
+            row = kinds[step.kind]
+            row[0] += 1
+            row[1] += step.seconds - step.settling - step.waits
+            row[2] += step.settling
+            row[3] += step.waits
+    print("beyond the protocol's waits, per step kind (steps, own work, settling, waits):")
+    for kind, (count, own, settling, waits) in sorted(kinds.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {kind:16} {count:3d}  {own:6.1f}s  {settling:6.1f}s  ({waits:.1f}s waits)")
+    phases: dict[str, float] = defaultdict(float)
+    checkpoints = sum(run.checkpoint_wait for run in runs)
+    for run in runs:
+        for phase, seconds in run.verdict.phases.items():
+            if phase != "faults":
+                phases[phase] += seconds
+    print(
+        "after the steps: "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items())
+        + f" (of which {checkpoints:.1f}s waits for a high watermark checkpoint)"
+    )
 
 
 if __name__ == "__main__":

@@ -6,21 +6,20 @@ again); a fault that did not take effect raises NotReached.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from faults import network
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
-from fixtures.waiting import WaitTimeout, wait_until
-
-# A restarted broker registers about a second after its container starts; a scenario or
-# schedule waits for it on every restart, so it is looked for often rather than with a
-# backoff that could leave it idle for seconds after it came up.
-RESTART_POLL = 0.5
+from fixtures.waiting import STEADY, WaitTimeout, wait_until
 
 
 def _await_status(node: Node, wanted: set[str], what: str, timeout: float = 30.0) -> None:
     try:
-        wait_until(node.status, lambda s: s in wanted, what=what, timeout=timeout)
+        wait_until(
+            node.status, lambda s: s in wanted, what=what, timeout=timeout, max_interval=STEADY
+        )
     except WaitTimeout as exc:
         raise NotReached(f"{node.name} {what}", f"status {exc.last}") from None
 
@@ -40,10 +39,19 @@ def kill(cluster: Cluster, node: Node, *, signal: str = "SIGKILL") -> None:
     )
 
 
-def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0, serving: bool = True) -> None:
+def restart(
+    cluster: Cluster,
+    node: Node,
+    *,
+    timeout: float = 120.0,
+    serving: bool = True,
+    on_running: Callable[[], None] | None = None,
+) -> None:
     """Start a stopped node again on its own data dirs and wait until it serves
     (`serving=False`: until it registers; a ZooKeeper-mode broker the controller cannot
-    reach never learns the cluster's metadata, so it cannot serve).
+    reach never learns the cluster's metadata, so it cannot serve). `on_running` is called
+    as soon as its container runs, while its process starts: for what its new network
+    namespace needs before the process talks to anyone (the rules of a cut).
 
     A SIGKILLed ZooKeeper-mode broker leaves its ephemeral registration behind until its
     session expires, and a broker that starts meanwhile fails to register and shuts down;
@@ -60,6 +68,8 @@ def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0, serving: bo
         )
     node.start()
     _await_status(node, {"running"}, "running again")
+    if on_running is not None:
+        on_running()
     if node.is_broker:
 
         def dead() -> str | None:
@@ -71,7 +81,7 @@ def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0, serving: bo
                 lambda stat: stat is not None,
                 what=f"broker {node.node_id} registered again",
                 timeout=timeout,
-                max_interval=RESTART_POLL,
+                max_interval=STEADY,
                 abort=dead,
             )
         # Registered is not serving: the broker answers a metadata request listing itself.
@@ -81,7 +91,7 @@ def restart(cluster: Cluster, node: Node, *, timeout: float = 120.0, serving: bo
                 lambda ids: node.node_id in ids,
                 what=f"broker {node.node_id} serving again after restart",
                 timeout=timeout,
-                max_interval=RESTART_POLL,
+                max_interval=STEADY,
                 describe=sorted,
                 abort=dead,
             )

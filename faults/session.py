@@ -21,7 +21,7 @@ from faults import network
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
-from fixtures.waiting import WaitTimeout, wait_until
+from fixtures.waiting import STEADY, WaitTimeout, wait_until
 from observe.controller import active_controller
 from observe.state import PartitionState, partition_state, partitions
 
@@ -48,6 +48,7 @@ class Expiry:
                 lambda ids: broker_id in ids,
                 what=f"broker {broker_id} {what}",
                 timeout=timeout,
+                max_interval=STEADY,
                 describe=sorted,
             )
         except WaitTimeout as exc:
@@ -79,6 +80,7 @@ def await_loss(
         lambda ids: broker_id not in ids,
         what=what,
         timeout=timeout,
+        max_interval=STEADY,
         describe=sorted,
     )
     if cluster.mode == "zk" and not cluster.registered_brokers():
@@ -109,6 +111,7 @@ def await_loss(
             acted,
             what=f"the controller to act on {tp[0]}-{tp[1]} after losing broker {broker_id}",
             timeout=timeout,
+            max_interval=STEADY,
             describe=str,
         )
         moved[tp] = state.leader

@@ -64,7 +64,7 @@ class ControlPlane(Replication):
         for b in sorted(failed):
             if b in ctl.isr and b != ctl.leader and not self.registered(b) and len(ctl.isr) > 1:
                 ctl.isr.remove(b)
-                if self.options.bump_epoch_on_isr_shrink:
+                if self.bump_epoch_on_isr_shrink:
                     self._bump()
                 self._event(f"controller removes failed broker {b} from the ISR {ctl.isr}")
                 changed = True
@@ -87,8 +87,14 @@ class ControlPlane(Replication):
             self._elect_unclean(unclean[0])
             return True
         if old is not None:
+            # The controller writes the leaderless state as a new leader epoch (ZooKeeper
+            # mode: removing the failed leader goes through LeaderAndIsr.newLeaderAndIsr,
+            # which bumps the epoch even when the leader was the ISR's last member).
             ctl.leader = None
-            self._event(f"partition offline: no live replica in the ISR {ctl.isr}")
+            self._bump()
+            self._event(
+                f"partition offline: no live replica in the ISR {ctl.isr} (epoch {ctl.epoch})"
+            )
             return True
         return changed
 
@@ -180,7 +186,7 @@ class ControlPlane(Replication):
                     self._become_follower(self.replicas[b], others[0])
             elif ctl.leader != b and b in ctl.isr and len(ctl.isr) > 1:
                 ctl.isr.remove(b)
-                if self.options.bump_epoch_on_isr_shrink:
+                if self.bump_epoch_on_isr_shrink:
                     self._bump()
                 self._event(f"controlled shutdown: broker {b} leaves the ISR {ctl.isr}")
         r = self.replicas.get(b)

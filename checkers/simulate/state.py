@@ -36,8 +36,10 @@ class SimOptions:
     # with its first write. None: from KIP-279 rules on (2.0.x, which did not, departs).
     epoch_on_election: bool | None = None
     # The ZooKeeper-mode controller bumps the leader epoch when it drops a failed follower
-    # from the ISR (LeaderAndIsr.newLeaderAndIsr); KRaft did too before 3.6 (KAFKA-15021).
-    bump_epoch_on_isr_shrink: bool = True
+    # from the ISR (LeaderAndIsr.newLeaderAndIsr); KRaft did too before metadata version
+    # 3.6-IV0 (KAFKA-15021). None: as the cluster's mode has it from 3.6 on (a release's
+    # version given as the protocol decides for KRaft 3.3 to 3.5).
+    bump_epoch_on_isr_shrink: bool | None = None
     # Steps (by index) that stop a broker with a high watermark checkpoint that had caught
     # up with its high watermark. Kafka writes the checkpoint every
     # replica.high.watermark.checkpoint.interval.ms whatever the steps do; the model takes
@@ -170,8 +172,9 @@ class SimState:
     def __init__(
         self, cluster: Cluster, protocol: Protocol | str, options: SimOptions | None = None
     ) -> None:
-        if not isinstance(protocol, Protocol):
-            protocol = Release(protocol).protocol  # a release's version: its rules
+        release = None if isinstance(protocol, Protocol) else Release(protocol)
+        if release is not None:
+            protocol = release.protocol  # a release's version: its rules
         if cluster.replication_factor not in (2, 3):
             raise SimulationError(
                 f"the simulator models replication factors 2 and 3, not "
@@ -185,6 +188,10 @@ class SimState:
         self.epoch_on_election = (
             protocol in (Protocol.KIP_279, Protocol.DIVERGING_EPOCH) if eoe is None else eoe
         )
+        bump = self.options.bump_epoch_on_isr_shrink
+        if bump is None:
+            bump = cluster.mode == "zk" or (release is not None and not release.at_least(3, 6))
+        self.bump_epoch_on_isr_shrink = bump
         self.assignment = list(cluster.replicas)
         self.nodes = {b: Node(b) for b in cluster.broker_ids}
         self.replicas = {b: Replica(b) for b in self.assignment}

@@ -245,14 +245,16 @@ def test_kip279_s3_diverges_at_offset_0_under_kip101() -> None:
     p = simulate(KIP279_S3, KIP101)
     assert p.outcome is Fate.DIVERGED and p.diverged_at == 0 and p.below_high_watermark
     assert p.unclean_elections == 3
-    assert p.logs == {A: [(0, 0, 1), (1, 1, 4)], B: [(0, 0, 2), (1, 1, 4)]}
+    # Epochs: 1 drops B from the ISR; each Kill(A|B) of the last ISR member takes the
+    # partition offline in an epoch of its own (2, 4, 6) before the next election (3, 5, 7).
+    assert p.logs == {A: [(0, 0, 1), (1, 1, 7)], B: [(0, 0, 3), (1, 1, 7)]}
 
 
 @pytest.mark.parametrize("protocol", [KIP279, DIVERGING])
 def test_kip279_s3_converges_from_2_0(protocol: Protocol) -> None:
     p = simulate(KIP279_S3, protocol)
     assert p.outcome is Fate.CONSISTENT
-    assert p.logs[A] == p.logs[B] == [(0, 0, 2), (1, 1, 4)]
+    assert p.logs[A] == p.logs[B] == [(0, 0, 3), (1, 1, 7)]
     # Unclean elections lose acknowledged acks=1 writes (A:0, A:1) by design.
     assert ids(p.lost_acks1) == [0, 2]
 
@@ -261,7 +263,7 @@ def test_kip279_s3_two_rounds_then_the_high_watermark() -> None:
     p = simulate(KIP279_S3, KIP279)
     last = [e for e in p.events if e.startswith("step 11: broker 1: follower")]
     assert last == [
-        "step 11: broker 1: follower asked for epoch 3; leader answered epoch 2, offset 1 "
+        "step 11: broker 1: follower asked for epoch 5; leader answered epoch 3, offset 1 "
         "(KIP-279 rules); follower truncated [1, 1] (log end offset now 1)",
         "step 11: broker 1: follower asked for epoch 1; leader answered unknown offset "
         "(KIP-279 rules); follower fell back to its high watermark 0, truncated [0, 0] (log "
@@ -628,3 +630,33 @@ def test_a_write_timing_out_lets_a_cut_off_leader_lose_its_session() -> None:
     p = simulate(Schedule(controller_apart(), steps=steps), KIP101)
     assert "step 2: broker 2 loses its session (running, 8 s)" in p.steps[2].events
     assert not p.steps[2].events[-1].startswith("step 2: write 0 acknowledged")
+
+
+def test_an_offline_partition_has_an_epoch_of_its_own() -> None:
+    # As 1.1.1's controller writes it: leader -1 in a new epoch, the ISR left as it was,
+    # then another epoch when the broker comes back and is elected.
+    sim = Simulator(TWO, KIP101)
+    sim.apply(Kill(2))  # ISR shrink: epoch 1
+    sim.apply(Kill(1))
+    assert (sim.ctl.leader, sim.ctl.isr, sim.ctl.epoch) == (None, [1], 2)
+    sim.apply(Restart(1))
+    assert (sim.ctl.leader, sim.ctl.isr, sim.ctl.epoch) == (1, [1], 3)
+
+
+def test_an_isr_shrink_bumps_the_leader_epoch_where_the_release_does() -> None:
+    # KAFKA-15021: KRaft stopped bumping it with metadata version 3.6-IV0; ZooKeeper mode
+    # always does (LeaderAndIsr.newLeaderAndIsr). A protocol alone takes KRaft as 3.6+.
+    cases = [
+        ("zk", "3.5.2", 1),
+        ("zk", DIVERGING, 1),
+        ("kraft", "3.5.2", 1),
+        ("kraft", "3.9.2", 0),
+        ("kraft", DIVERGING, 0),
+    ]
+    for mode, protocol, epoch in cases:
+        cluster = Cluster(
+            mode=mode, brokers=3, replication_factor=2, controller=3 if mode == "zk" else None
+        )
+        sim = Simulator(cluster, protocol)
+        sim.apply(Kill(2))
+        assert (sim.ctl.isr, sim.ctl.epoch) == ([1], epoch), (mode, protocol)

@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.lineage import Lineage
 from checkers.simulate import Simulator
 from faults import elections, network, power, process, replication, session
 from fixtures.config import zookeeper_config
@@ -23,7 +22,6 @@ from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import Aborted, WaitTimeout, wait_until
 from observe.controller import active_controller
-from observe.replicas import replica
 from observe.state import PartitionState, partition_state
 from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
@@ -32,6 +30,7 @@ from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Endpoint, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
 from suites.broker_logs import log_mark, shutdown_backoffs
+from suites.explore.settle import settle
 from suites.scenario import RunContext
 from suites.steps import check_landed, write_batch
 
@@ -41,10 +40,6 @@ from suites.steps import check_landed, write_batch
 # not reached: check_landed).
 REQUEST_TIMEOUT = kinds.Produce.REQUEST_TIMEOUT
 LEADER_SEEN_TIMEOUT = 15.0  # for a new leader to learn that it leads
-SETTLE_TIMEOUT = 10.0  # for the cluster to settle where the model does after a step
-# Settling is a fetch round or an ISR change away (milliseconds to a second): looking
-# again at a steady pace, not backing off, keeps each step from idling after it settled.
-SETTLE_POLL = 0.2
 NOT_ENOUGH_REPLICAS = "Not enough in-sync replicas"  # librdkafka's text of error 19
 
 
@@ -77,10 +72,17 @@ class Live:
     says the cluster settles: the same leader and ISR, the same log end offsets on the
     live replicas (the model lets the cluster act until nothing changes after every step;
     brokers need a moment to fetch and to widen the ISR). A cluster that does not get there
-    within SETTLE_TIMEOUT goes on as it is, and the step says where it stood."""
+    within settle.SETTLE_TIMEOUT goes on as it is, and the step says where it stood.
+
+    `marks`: where each broker's log stood when the schedule began (suites.broker_logs)."""
 
     def __init__(
-        self, ctx: RunContext, schedule: Schedule, topic: str, sim: Simulator | None = None
+        self,
+        ctx: RunContext,
+        schedule: Schedule,
+        topic: str,
+        sim: Simulator | None = None,
+        marks: dict[int, int] | None = None,
     ) -> None:
         self.ctx = ctx
         self.sim = sim
@@ -94,6 +96,7 @@ class Live:
         self.exited: dict[int, str] = {}  # brokers that did not come back after the heal
         self.controllers: list[tuple[int, int]] = []  # (step, broker): the controller moved
         self._registered: set[int] = set()
+        self._since = dict(marks or {})  # broker -> its log's mark at its last start
 
     # -- what the steps see -----------------------------------------------------------------
 
@@ -145,11 +148,14 @@ class Live:
             return [self.node(end)]
         return [self.cluster.zookeeper] if self.cluster.mode == "zk" else self.cluster.controllers
 
-    def _session_wait(self, broker: int) -> float:
-        """The protocol's wait for a lost session: the timeout, plus up to one ZooKeeper
-        tick (ZooKeeper checks sessions once per tick)."""
+    def _session_wait(self, broker: int, since: float) -> float:
+        """The protocol's wait for a lost session, as it came: from the fault (at `since`)
+        to the controller acting on the loss, at most the timeout plus one ZooKeeper tick
+        (ZooKeeper checks sessions once per tick). Its last heartbeat may come before the
+        fault, so the loss often comes sooner than the timeout."""
         tick = zookeeper_config()["tickTime"] / 1000 if self.cluster.mode == "zk" else 0
-        return self.schedule.cluster.session_timeout_ms(broker) / 1000 + float(tick)  # type: ignore[arg-type]
+        most = self.schedule.cluster.session_timeout_ms(broker) / 1000 + float(tick)  # type: ignore[arg-type]
+        return min(time.monotonic() - since, most)
 
     # -- running a step ---------------------------------------------------------------------
 
@@ -169,7 +175,9 @@ class Live:
         if self.sim is not None and result.status != SKIPPED:
             self._follow_controller(index)
             self.sim.apply(step)
+            settling = time.monotonic()
             result.unsettled = self._settle()
+            result.settling = time.monotonic() - settling
         result.seconds = time.monotonic() - started
         self.results.append(result)
         self.ctx.timeline.record(
@@ -200,41 +208,8 @@ class Live:
         self.sim.options = options
 
     def _settle(self) -> str:
-        """Wait for the cluster to stand where the simulator does; "" once it does, else
-        where it stands."""
         assert self.sim is not None
-        sim = self.sim
-        # Each live replica's log end and the leader epoch of its last batch: equal log ends
-        # can hide a follower that has not yet truncated to its new leader's log (found on
-        # 1.1.1: a follower holding the old leader's [0, 10] still had to trade it for the
-        # new leader's, and the next step's crash came first).
-        expected = (
-            sim.ctl.leader if sim.ctl.leader is not None else -1,
-            tuple(sorted(sim.ctl.isr)),
-            {
-                b: (r.leo, r.batches[-1].epoch if r.batches else None)
-                for b, r in sorted(sim.replicas.items())
-                if sim.alive(b)
-            },
-        )
-
-        def probe() -> tuple[int, tuple[int, ...], dict[int, tuple[int, int | None]]]:
-            state = self.state()
-            ends = {b: _log_end(replica(self.cluster, b, self.topic)) for b in expected[2]}
-            return state.leader, tuple(sorted(state.isr)), ends
-
-        try:
-            wait_until(
-                probe,
-                lambda seen: seen == expected,
-                what="",
-                timeout=SETTLE_TIMEOUT,
-                interval=SETTLE_POLL,
-                max_interval=SETTLE_POLL,
-            )
-        except WaitTimeout as exc:
-            return f"model: leader, ISR, (log end, last epoch) {expected}; brokers: {exc.last}"
-        return ""
+        return settle(self.cluster, self.topic, self.sim, self._since)
 
     def _do_produce(self, step: kinds.Produce) -> tuple[dict[str, Any], float]:
         view = self.view()
@@ -371,9 +346,10 @@ class Live:
             return None
 
         b = roles.pick(step.target, view, ok, "expire")
+        since = time.monotonic()
         expiry = session.expire_session(self.cluster, self.node(b), mirror=True)
         self.links.append(Link(b, QUORUM, "session", expiry.cut, expiry))
-        return {"broker": b}, self._session_wait(b)
+        return {"broker": b}, self._session_wait(b, since)
 
     def _do_electpreferred(self, step: kinds.ElectPreferred) -> tuple[dict[str, Any], float]:
         view = self.view()
@@ -437,13 +413,14 @@ class Live:
             return 0.0
         before = session.states_in_isr(self.cluster, b)
         controller = session.zk_controller(self.cluster)
+        since = time.monotonic()
         kill()
         what = f"the cluster to notice broker {b}'s crash"
         try:
             session.await_loss(self.cluster, b, before, what, controller=controller)
         except WaitTimeout as exc:
             raise NotReached(exc.what, str(exc.last)) from None
-        return self._session_wait(b)
+        return self._session_wait(b, since)
 
     def _do_restart(self, step: kinds.Restart) -> tuple[dict[str, Any], float]:
         view = self.view()
@@ -463,10 +440,13 @@ class Live:
         return {"broker": b}, 0.0
 
     def _start(self, b: int, *, serving: bool = True) -> None:
-        process.restart(self.cluster, self.node(b), serving=serving)
-        for link in self.links:
-            if b in (link.a, link.b):
-                link.cut.restore()  # its side of the cut went with its old namespace
+        def restore() -> None:
+            for link in self.links:
+                if b in (link.a, link.b):
+                    link.cut.restore()  # its side of the cut went with its old namespace
+
+        self._since[b] = log_mark(self.node(b))
+        process.restart(self.cluster, self.node(b), serving=serving, on_running=restore)
 
     def _do_pause(self, step: kinds.Pause) -> tuple[dict[str, Any], float]:
         b = roles.pick(step.target, self.view(), self._running, "pause")
@@ -533,8 +513,3 @@ class Live:
 
 def _end(end: Endpoint | None) -> str:
     return str(end)
-
-
-def _log_end(lineage: Lineage) -> tuple[int, int | None]:
-    """A replica's log end offset and the leader epoch of its last batch (-1 before 0.11)."""
-    return lineage.leo, lineage.batches[-1].leader_epoch if lineage.batches else None

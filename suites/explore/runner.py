@@ -40,6 +40,7 @@ from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import Schedule, write_schedule
 from runrecord.typed import to_json
 from suites.broker_logs import log_mark, stuck_follower
+from suites.convergence import converge
 from suites.explore.actions import Live
 from suites.explore.bench import Bench
 from suites.explore.evidence import copy_evidence
@@ -51,7 +52,7 @@ from suites.explore.judge import (
     judge,
 )
 from suites.scenario import RunContext, ScenarioError
-from suites.steps import converge, write_batch
+from suites.steps import write_batch
 from suites.workload import Background, History
 
 PARTITIONS = (SCHEDULE_PARTITION, BACKGROUND_PARTITION)
@@ -76,6 +77,7 @@ class ScheduleRun:
     steps: list[StepResult] = field(default_factory=list)
     seconds: float = 0.0  # wall time, cluster boot excluded
     waits: float = 0.0  # what the protocol made it wait (session timeouts, wait steps, ...)
+    checkpoint_wait: float = 0.0  # of `waits`, for a high watermark checkpoint after the heal
     fresh_cluster: str | None = None  # why a cluster was started for it
 
     @property
@@ -258,8 +260,9 @@ def _run(
         with_cluster_timeline(cluster, timeline, lambda: bench.put_away(topic, marks))
     result.seconds = time.monotonic() - started
     # The protocol's own waits: each step's (session timeouts, wait steps, acks=all writes
-    # timing out, controlled-shutdown retries), and one fetch round once all is healed.
-    result.waits = sum(s.waits for s in result.steps) + FETCH_WAIT
+    # timing out, controlled-shutdown retries), one fetch round once all is healed, and
+    # the high watermark checkpoint a convergence waited for (at most one interval).
+    result.waits = sum(s.waits for s in result.steps) + FETCH_WAIT + result.checkpoint_wait
     verdict = result.verdict
     verdict.run_dir = str(record.path)
     verdict.phases = {k: v for k, v in timeline.phase_durations().items() if k != "done"}
@@ -323,7 +326,7 @@ def _body(
     writer = ctx.run.states_writer()
     recorders = [StateRecorder(cluster, topic, p, writer).start() for p in PARTITIONS]
     background = Background(cluster, ctx.history, topic, partition=BACKGROUND_PARTITION).start()
-    live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol))
+    live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol), marks)
     try:
         for i, step in enumerate(schedule.steps):
             result.steps.append(live.apply(i, step))
@@ -345,6 +348,8 @@ def _body(
             stall=STALL,
             stop_on_stuck=not cluster.release.at_least(2, 3),
         )
+        interval = max(shape.checkpoint_interval_ms(b) for b in replicas) / 1000
+        result.checkpoint_wait = min(convergence.checkpoint_wait, interval)
         if not convergence.converged and not convergence.stuck:
             for b in replicas:  # what the followers logged since the schedule began
                 found = stuck_follower(cluster, b, topic, since=marks.get(b, 0))

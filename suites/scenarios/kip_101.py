@@ -12,6 +12,7 @@ from faults import network, power, process
 from observe.replicas import replica, spans
 from observe.state import partition_state
 from suites import broker_logs, steps
+from suites.convergence import converge
 from suites.scenario import Finding, RunContext, Scenario, Topic
 from suites.workload import read_partition
 
@@ -70,7 +71,7 @@ def s1_body(ctx: RunContext) -> Finding:
     cut.heal()  # B's namespace went with it; nothing is left to remove
     steps.await_leader(cluster, S1, A, what="A elected after B failed")
     process.restart(cluster, b)
-    convergence = steps.converge(ctx, S1, [A, B], timeout=60)
+    convergence = converge(ctx, S1, [A, B], timeout=60)
     verdict = steps.judge(ctx, S1)
     history = check_history(m1 + m2, read_partition(cluster, S1))
     details = {

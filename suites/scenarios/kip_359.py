@@ -27,6 +27,7 @@ from fixtures.waiting import wait_until
 from observe.state import PartitionState, partition_state
 from runrecord.history import Send
 from suites import steps
+from suites.convergence import Convergence, converge
 from suites.scenario import Finding, RunContext, Scenario, Topic
 from suites.workload import delivery, read_partition
 
@@ -117,7 +118,7 @@ def body(ctx: RunContext) -> Finding:
                 w.finish()
         for cut in client_cuts:
             cut.heal()
-    convergence = steps.converge(ctx, TOPIC, [L, F], timeout=90)
+    convergence = converge(ctx, TOPIC, [L, F], timeout=90)
     verdict = steps.judge(ctx, TOPIC)
     final = read_partition(cluster, TOPIC)
     return _measure(
@@ -132,7 +133,7 @@ def _measure(
     window: tuple[float, float],
     final: Any,
     verdict: Any,
-    convergence: steps.Convergence,
+    convergence: Convergence,
 ) -> Finding:
     elected_at, closed_at = window
     sends = ctx.history.sends

@@ -97,7 +97,8 @@ def test_what_a_step_settles_on_and_how_it_names_a_link_end(tmp_path: Path) -> N
     its ends as the schedule does."""
     from checkers.lineage import Lineage, read_log_dir
     from runrecord.schedule import QUORUM
-    from suites.explore.actions import _end, _log_end
+    from suites.explore.actions import _end
+    from suites.explore.settle import _log_end
     from testsupport import craft
     from testsupport.craft import PartitionSpec
 
