@@ -82,21 +82,18 @@ def converge(
                 isr = ()
             lineages = [replica(cluster, b, topic, p) for b in replicas]
             leos = {lin.broker_id: _replicated_to(lin) for lin in lineages}
-            ahead |= any(lin.leo < _replicated_to(lin) for lin in lineages)
+            ahead |= any(lin.leo < leos[lin.broker_id] for lin in lineages)
             result.partitions[p] = {"isr": list(isr), "leos": leos}
         first = result.partitions[partitions[0]]
         result.isr, result.log_end_offsets = tuple(first["isr"]), first["leos"]
-        if in_sync is None and all(
-            sorted(v["isr"]) == sorted(replicas) for v in result.partitions.values()
-        ):
+        all_in_sync = all(sorted(v["isr"]) == sorted(replicas) for v in result.partitions.values())
+        if all_in_sync and in_sync is None:
             in_sync = time.monotonic()
         waited_on_checkpoint |= in_sync is not None and ahead
-        if all(
-            sorted(v["isr"]) == sorted(replicas) and len(set(v["leos"].values())) == 1
-            for v in result.partitions.values()
-        ):
+        equal = all(len(set(v["leos"].values())) == 1 for v in result.partitions.values())
+        if all_in_sync and equal and in_sync is not None:
             result.converged = True
-            if waited_on_checkpoint and in_sync is not None:
+            if waited_on_checkpoint:
                 result.checkpoint_wait = time.monotonic() - in_sync
             break
         if result.stuck and stop_on_stuck:

@@ -87,9 +87,10 @@ class ControlPlane(Replication):
             self._elect_unclean(unclean[0])
             return True
         if old is not None:
-            # The controller writes the leaderless state as a new leader epoch (ZooKeeper
-            # mode: removing the failed leader goes through LeaderAndIsr.newLeaderAndIsr,
-            # which bumps the epoch even when the leader was the ISR's last member).
+            # The controller writes the leaderless state as a new leader epoch, even when
+            # the leader was the ISR's last member: ZooKeeper mode removes it through
+            # LeaderAndIsr.newLeaderAndIsr, and KRaft's PartitionChangeRecord setting the
+            # leader to -1 bumps it too (PartitionRegistration.merge).
             ctl.leader = None
             self._bump()
             self._event(

@@ -176,7 +176,7 @@ class Live:
             self._follow_controller(index)
             self.sim.apply(step)
             settling = time.monotonic()
-            result.unsettled = self._settle()
+            result.unsettled = settle(self.cluster, self.topic, self.sim, self._since)
             result.settling = time.monotonic() - settling
         result.seconds = time.monotonic() - started
         self.results.append(result)
@@ -206,10 +206,6 @@ class Live:
         self.controllers.append((index, now))
         options = dataclasses.replace(self.sim.options, controller_after=tuple(self.controllers))
         self.sim.options = options
-
-    def _settle(self) -> str:
-        assert self.sim is not None
-        return settle(self.cluster, self.topic, self.sim, self._since)
 
     def _do_produce(self, step: kinds.Produce) -> tuple[dict[str, Any], float]:
         view = self.view()
