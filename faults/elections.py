@@ -15,12 +15,12 @@ import warnings
 
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
-from fixtures.waiting import WaitTimeout, wait_until
-from observe.controller import active_controller
+from fixtures.waiting import STEADY, WaitTimeout, wait_until
+from observe.controller import active_controller, controller_bidders_unwatched
 from observe.state import PartitionState, assignment, partition_state, wait_state
 
 PREFERRED_ZNODE = "/admin/preferred_replica_election"
@@ -234,21 +234,70 @@ def move_controller(cluster: Cluster, broker_id: int, *, attempts: int = 12) -> 
     zk = cluster.zk_client()
     seen: list[int] = []
     for _ in range(attempts):
-        now = wait_until(
-            lambda: active_controller(cluster).node_id,
-            lambda c: c is not None,
-            what="a controller elected",
-            timeout=30.0,
-            interval=0.05,
-            max_interval=0.2,
-        )
+        now = _await_controller(cluster)
         seen.append(now)
         if now == broker_id:
             cluster.timeline.record("election", "controller", leader=broker_id, seen=seen)
             return
+        _await_watchers(cluster)
         with contextlib.suppress(NoNodeError):  # gone: an election is under way already
             zk.delete("/controller")
     raise NotReached(f"broker {broker_id} elected controller", f"elected in turn: {seen}")
+
+
+# No broker held /controller for this long: the election stalled. A live one takes
+# milliseconds; a resigning 1.1 controller can block seconds on a dead broker's channel.
+ELECTION_STALL = 10.0
+
+
+def _await_watchers(cluster: Cluster) -> None:
+    """Wait until every live broker watches /controller, so that each bids again once it is
+    deleted. A bid that fails while /controller is absent (its epoch write lost to a
+    controller deleted in turn) only sets the watch, counting on "another round of
+    election" (KafkaController.elect; ZookeeperLeaderElector before 1.1); if it is deleted
+    before every broker set that watch, no broker bids again and none is controller."""
+    wait_until(
+        lambda: controller_bidders_unwatched(cluster),
+        lambda missing: not missing,
+        what="every broker watching /controller",
+        timeout=30.0,
+        interval=0.05,
+        max_interval=STEADY,
+        describe=lambda missing: f"brokers {missing} not watching",
+    )
+
+
+def _await_controller(cluster: Cluster) -> int:
+    """The broker that holds /controller. A stalled election (above) is started again with a
+    placeholder: created, watched by every broker again, and deleted. Its broker id -1 names
+    no broker, so none takes itself for the controller meanwhile."""
+
+    def elected(timeout: float) -> int:
+        return wait_until(
+            lambda: active_controller(cluster).node_id,
+            lambda c: c is not None,
+            what="a controller elected",
+            timeout=timeout,
+            interval=0.05,
+            max_interval=STEADY,
+        )
+
+    try:
+        return elected(ELECTION_STALL)
+    except WaitTimeout:
+        zk = cluster.zk_client()
+        placeholder = json.dumps({"version": 1, "brokerid": -1}).encode()
+        try:
+            zk.create("/controller", placeholder, ephemeral=True)
+        except NodeExistsError:
+            pass  # a broker bid meanwhile
+        else:
+            try:
+                _await_watchers(cluster)
+            finally:
+                zk.delete("/controller")
+            cluster.timeline.record("election", "controller-restarted", stalled=ELECTION_STALL)
+        return elected(30.0)
 
 
 REASSIGN_ZNODE = "/admin/reassign_partitions"
