@@ -119,3 +119,26 @@ def stuck_follower(
     if not node.log_file.is_file():
         return None
     return stuck_line(_lines_from(node, since), topic)
+
+
+def fetcher_dies(cluster: Cluster) -> bool:
+    """Whether a partition whose replication fails takes its follower's fetcher thread with
+    it, so that every partition that thread fetched stays behind until the broker restarts
+    (before 2.3, as KAFKA-6361's stuck follower shows); from 2.3 only that partition is
+    marked failed, and it resumes with its next leader change (KIP-461)."""
+    return not cluster.release.at_least(2, 3)
+
+
+def dead_fetcher(
+    cluster: Cluster, brokers: Iterable[int], topic: str | None, since: dict[int, int]
+) -> tuple[int, str] | None:
+    """(broker, log line) of the first of `brokers` whose fetcher thread died replicating a
+    partition of `topic` (None: of any), reading each log from its mark in `since`; None
+    where fetcher threads do not die (fetcher_dies)."""
+    if not fetcher_dies(cluster):
+        return None
+    for b in brokers:
+        found = stuck_follower(cluster, b, topic, since=since.get(b, 0))
+        if found is not None:
+            return b, found[1]
+    return None

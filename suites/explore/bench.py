@@ -25,7 +25,7 @@ from observe.controller import active_controller
 from observe.state import partitions
 from runrecord.schedule import Cluster as Shape
 from runrecord.schedule import session_key
-from suites.broker_logs import log_mark, stuck_follower
+from suites.broker_logs import dead_fetcher, log_mark
 
 # A ZooKeeper-mode controller sends each broker one request at a time and waits for its
 # answer (ControllerChannelManager's RequestSendThread, with request.timeout.ms; connecting
@@ -236,10 +236,7 @@ def check(cluster: Cluster, marks: dict[int, int], timeout: float = 30.0) -> str
             elections.move_controller(cluster, wanted)
         except (NotReached, WaitTimeout) as exc:
             return f"the controller moved from broker {wanted} to {controller.name}: {exc}"
-    if cluster.release.at_least(2, 3):
-        return None  # KIP-461: a failed partition no longer stops its fetcher thread
-    for b in sorted(cluster.brokers):
-        found = stuck_follower(cluster, b, None, since=marks.get(b, 0))
-        if found is not None:
-            return f"broker {b}'s replication stopped: {found[1]}"
+    found = dead_fetcher(cluster, sorted(cluster.brokers), None, marks)
+    if found is not None:
+        return f"broker {found[0]}'s replication stopped: {found[1]}"
     return None

@@ -39,7 +39,7 @@ from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import Schedule, write_schedule
 from runrecord.typed import to_json
-from suites.broker_logs import log_mark, stuck_follower
+from suites.broker_logs import fetcher_dies, log_mark, stuck_follower
 from suites.convergence import converge
 from suites.explore.actions import Live
 from suites.explore.bench import Bench
@@ -346,7 +346,7 @@ def _body(
             partitions=PARTITIONS,
             since=healing,
             stall=STALL,
-            stop_on_stuck=not cluster.release.at_least(2, 3),
+            stop_on_stuck=fetcher_dies(cluster),
         )
         interval = max(shape.checkpoint_interval_ms(b) for b in replicas) / 1000
         result.checkpoint_wait = min(convergence.checkpoint_wait, interval)

@@ -10,7 +10,7 @@ from fixtures.cluster import Cluster
 from fixtures.waiting import STEADY, Aborted, WaitTimeout, wait_until
 from observe.replicas import replica
 from observe.state import partition_state
-from suites.broker_logs import stuck_follower
+from suites.broker_logs import dead_fetcher
 
 # Those that came did within half a second (197 steps of six 1.1.1 schedules); one that
 # does not come is a cluster gone its own way, and every later step would wait for it in
@@ -40,18 +40,17 @@ def settle(cluster: Cluster, topic: str, sim: Simulator, since: dict[int, int]) 
         ends = {b: _log_end(replica(cluster, b, topic)) for b in expected[2]}
         return state.leader, tuple(sorted(state.isr)), ends
 
+    reasons: list[str] = []
+
     def stopped() -> str | None:
-        """Before 2.3 a follower whose fetcher thread died stays behind until its broker
-        restarts (KIP-461 resumes it from 2.3): where the model's kept fetching, the
-        cluster will not stand where the model's does."""
-        if cluster.release.at_least(2, 3):
+        """A follower whose fetcher thread died stays behind until its broker restarts:
+        where the model's kept fetching, the cluster will not stand where the model's does."""
+        fetching = [b for b in expected[2] if sim.replicas[b].stuck is None]
+        found = dead_fetcher(cluster, fetching, topic, since)
+        if found is None:
             return None
-        for b in expected[2]:
-            if sim.replicas[b].stuck is None:
-                found = stuck_follower(cluster, b, topic, since=since.get(b, 0))
-                if found is not None:
-                    return f"broker {b}'s replication stopped: {found[1][:300]}"
-        return None
+        reasons.append(f"broker {found[0]}'s replication stopped: {found[1][:300]}")
+        return reasons[-1]
 
     model = f"model: leader, ISR, (log end, last epoch) {expected}"
     try:
@@ -67,7 +66,7 @@ def settle(cluster: Cluster, topic: str, sim: Simulator, since: dict[int, int]) 
     except WaitTimeout as exc:
         return f"{model}; brokers: {exc.last}"
     except Aborted:
-        return f"{model}; {stopped()}"
+        return f"{model}; {reasons[-1]}"
     return ""
 
 
