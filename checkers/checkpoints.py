@@ -35,6 +35,10 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
 QUORUM_STATE = "quorum-state"
+# Written in each log dir by a clean shutdown, deleted when the broker starts (LogManager;
+# a JSON body with the broker epoch from 3.7, KAFKA-15582): its presence proves that every
+# checkpoint in the dir was written at that shutdown.
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 
 _WS = re.compile(r"\s+")
 

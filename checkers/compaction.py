@@ -34,7 +34,7 @@ import struct
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from checkers.lineage import Lineage
+from checkers.lineage import Lineage, cleaned_end
 from checkers.recordlog import ReplicaLog
 from checkers.records import Batch, Record
 
@@ -66,26 +66,6 @@ def cleaner_evidence(lineages: Sequence[Lineage]) -> str | None:
         return None
     where = ", ".join(f"broker {lin.broker_id} up to {lin.cleaned_to}" for lin in cleaned)
     return f"the log cleaner has cleaned it ({where}, cleaner-offset-checkpoint)"
-
-
-def cleaned_end(lineage: Lineage) -> int:
-    """Where what this replica's cleaner may have rewritten ends: the end of the segment that
-    holds its last cleaned offset (the cleaner rewrites whole segments), at least its
-    cleaned offset; its log start when it has never cleaned."""
-    start = lineage.log_start_offset or 0
-    if lineage.cleaned_to is None or lineage.cleaned_to <= start:
-        return start
-    index = lineage.index_from(lineage.cleaned_to - 1)
-    if index == len(lineage.batches):
-        index -= 1
-    holder = lineage.batches[index] if lineage.batches else None
-    if holder is None or holder.base_offset >= lineage.cleaned_to:
-        index -= 1
-        holder = lineage.batches[index] if index >= 0 else None
-    if holder is None:
-        return lineage.cleaned_to
-    segment = [b for b in lineage.batches if b.segment == holder.segment]
-    return max(lineage.cleaned_to, segment[-1].last_offset + 1)
 
 
 @dataclass(frozen=True)

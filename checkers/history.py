@@ -10,6 +10,12 @@ Each scenario and the report judge acknowledged-write loss here and nowhere else
   acks=all write promises to survive a leader's failure (`runrecord.history.DURABLE_ACKS`);
   an acks=1 write may be lost when its leader fails before a follower copies it.
 - below log start: retention deleted the offset; counted apart, never as lost.
+- compacted: the record is gone from an offset the log cleaner rewrote, and a later write
+  of its key (a newer value or a tombstone, in the log or acknowledged in the history)
+  superseded it, or it is a tombstone the cleaner removed past its delete horizon:
+  compaction removed it on purpose (LogCleaner); counted apart, never as lost.
+- aborted: the write belonged to a transaction its producer aborted: it was never meant to
+  be read (KIP-98); counted apart, never as lost.
 - unverifiable: the batch holding the offset could not be decoded.
 - duplicated: an acknowledged value found at more than one offset.
 - out of order: acknowledged values whose places in the log do not follow the order they
@@ -25,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from checkers.records import Record
+from runrecord.history import ABORTED, DURABLE_ACKS
 
 MAX_LISTED = 100  # writes listed by name in a result; every count stays exact
 PREVIEW = 60  # characters of a record shown beside a lost write
-DURABLE_ACKS = ("all", "-1")
 
 
 class PartitionLog(Protocol):
@@ -37,6 +43,7 @@ class PartitionLog(Protocol):
     name: str  # who holds it: "replica 2", "the consumer's read"
     log_start: int
     log_end: int
+    cleaned_below: int  # below it the log cleaner may have rewritten the log (0: never)
 
     def at(self, offset: int) -> Record | str | None:
         """The record at `offset`; None when there is none; a string saying why the batch
@@ -54,6 +61,7 @@ class ReadLog:
     name: str = "the consumer's read"
     log_start: int = 0
     log_end: int = 0
+    cleaned_below: int = 0
 
     def __post_init__(self) -> None:
         self._by_offset = {r.offset: r for r in self.items}
@@ -86,6 +94,8 @@ class HistoryCheck:
     lost_count: int = 0
     durable_lost: int = 0
     below_log_start: int = 0
+    compacted: int = 0  # removed by the log cleaner, superseded by a later record of its key
+    aborted: int = 0  # writes of aborted transactions, missing as they should be
     unverifiable: int = 0
     duplicated: int = 0
     out_of_order: int = 0
@@ -107,6 +117,8 @@ class HistoryCheck:
             "lost_count": self.lost_count,
             "durable_lost": self.durable_lost,
             "below_log_start": self.below_log_start,
+            "compacted": self.compacted,
+            "aborted": self.aborted,
             "unverifiable": self.unverifiable,
             "duplicated": self.duplicated,
             "out_of_order": self.out_of_order,
@@ -118,24 +130,40 @@ class HistoryCheck:
         }
 
     def line(self) -> str:
-        """ "10 of 41 acknowledged write(s) lost (acks=1: 10 of 30)", durable loss first."""
-        parts = [
-            f"acks={acks}: {c['lost']} of {c['acked']}"
-            for acks, c in sorted(self.by_acks.items())
-            if c["lost"]
-        ]
-        text = f"{self.lost_count} of {self.acked} acknowledged write(s) lost"
-        if parts:
-            text += f" ({'; '.join(parts)})"
-        if self.durable_lost:
-            text += ": acks=all writes lost, which Kafka promises never to lose"
-        elif self.lost_count:
-            text += ", none with acks=all"
-        if self.duplicated:
-            text += f"; {self.duplicated} duplicated"
-        if self.out_of_order:
-            text += f"; {self.out_of_order} out of order"
-        return text
+        return loss_line(self.to_dict())
+
+
+def loss_line(loss: Mapping[str, Any]) -> str:
+    """ "10 of 41 acknowledged write(s) lost (acks=1: 10 of 30)", durable loss first, then
+    what is not loss: compacted away, aborted, duplicated and reordered writes. Takes a
+    `HistoryCheck.to_dict()`, as a report reads it back."""
+    parts = [
+        f"acks={acks}: {c['lost']} of {c['acked']}"
+        for acks, c in sorted((loss.get("by_acks") or {}).items())
+        if c["lost"]
+    ]
+    text = f"{loss['lost_count']} of {loss['acked']} acknowledged write(s) lost"
+    if parts:
+        text += f" ({'; '.join(parts)})"
+    if loss.get("durable_lost"):
+        text += ": acks=all writes lost, which Kafka promises never to lose"
+    elif loss.get("lost_count"):
+        text += ", none with acks=all"
+    gone = [
+        f"{loss[key]} {what}"
+        for key, what in (
+            ("compacted", "compacted away (a later record of the key superseded them)"),
+            ("aborted", "in aborted transactions"),
+        )
+        if loss.get(key)
+    ]
+    if gone:
+        text += f"; not lost: {', '.join(gone)}"
+    if loss.get("duplicated"):
+        text += f"; {loss['duplicated']} duplicated"
+    if loss.get("out_of_order"):
+        text += f"; {loss['out_of_order']} out of order"
+    return text
 
 
 def _text(blob: bytes | None) -> str | None:
@@ -196,6 +224,7 @@ def check_history(
         for send in acked:
             lose(send, "no replica of this partition was found on disk", [])
         return check
+    superseded = _Superseded(log, acked)
     for send in acked:
         offset = int(send["offset"])
         if offset < log.log_start:
@@ -206,6 +235,12 @@ def check_history(
             check.present += 1
         elif isinstance(record, str):
             check.unverifiable += 1
+        elif send.get("transaction") == ABORTED:
+            check.aborted += 1
+        elif offset < log.cleaned_below and (
+            send.get("value") is None or superseded(send.get("key"), offset)
+        ):
+            check.compacted += 1
         else:
             why = (
                 f"{log.name} has no record at offset {offset} (its log ends at {log.log_end})"
@@ -219,6 +254,32 @@ def check_history(
     return check
 
 
+class _Superseded:
+    """Whether a later write of a key than an offset exists: a record in the log, or an
+    acknowledged write in the history (itself compacted away since, a tombstone say). The
+    log is read once, when first asked."""
+
+    def __init__(self, log: PartitionLog, acked: Sequence[Mapping[str, Any]]) -> None:
+        self.log = log
+        self.last: dict[str, int] = {}
+        for send in acked:
+            if send.get("key") is not None:
+                key, offset = str(send["key"]), int(send["offset"])
+                self.last[key] = max(offset, self.last.get(key, -1))
+        self.read = False
+
+    def __call__(self, key: str | None, offset: int) -> bool:
+        if key is None:
+            return False
+        if self.last.get(key, -1) <= offset and not self.read:
+            self.read = True
+            for record in self.log.records():
+                if record.key is not None:
+                    name = record.key.decode("utf-8", "replace")
+                    self.last[name] = max(record.offset, self.last.get(name, -1))
+        return self.last.get(key, -1) > offset
+
+
 def _holder(log: PartitionLog) -> int | None:
     lineage = getattr(log, "lineage", None)
     return None if lineage is None else lineage.broker_id
@@ -227,7 +288,8 @@ def _holder(log: PartitionLog) -> int | None:
 def _duplicates_and_order(
     check: HistoryCheck, acked: Sequence[Mapping[str, Any]], log: PartitionLog
 ) -> None:
-    wanted = {s.get("value") for s in acked}
+    # Tombstones (null values) are not told apart by value: they count for neither.
+    wanted = {s.get("value") for s in acked if s.get("value") is not None}
     seen: Counter[str] = Counter()
     positions: dict[str, int] = {}
     for i, record in enumerate(log.records()):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.checkpoints import (
+    CLEAN_SHUTDOWN,
     CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -83,6 +84,9 @@ class Lineage:
     cleaner_unknown: bool = False
     aborted: list[AbortedTxn] = field(default_factory=list)
     remote_from: int | None = None  # tiered storage: [remote_from, log start) is remote only
+    # Its log dir held the clean-shutdown marker: the checkpointed high watermark is the one
+    # the broker had when it stopped, not one up to an interval behind (a crash).
+    clean_shutdown: bool = False
     _bases: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -249,6 +253,7 @@ class LogDir:
     sidelined: list[str] = field(default_factory=list)  # -delete, -future, -stray dirs
     readable: bool = True  # False when the dir or its meta.properties could not be read
     bad_checkpoints: list[str] = field(default_factory=list)  # names that did not parse
+    clean_shutdown: bool = False  # the dir holds the marker a clean shutdown leaves
 
 
 Offsets = dict[str, dict[tuple[str, int], int]]
@@ -294,6 +299,7 @@ def list_log_dir(path: Path | str, topic: str | None = None) -> LogDirListing:
     except LogReadError as exc:
         log_dir.readable = False
         log_dir.errors.append(exc)
+    log_dir.clean_shutdown = (root / CLEAN_SHUTDOWN).exists()
     for name in (
         REPLICATION_OFFSET_CHECKPOINT,
         RECOVERY_POINT_CHECKPOINT,
@@ -356,6 +362,7 @@ def read_partition(
     offsets: dict[str, dict[tuple[str, int], int]],
     *,
     cleaner_unknown: bool = False,
+    clean_shutdown: bool = False,
 ) -> Lineage:
     """One replica: its segments, its own files, and what its log dir's checkpoints say of
     it (`offsets`: checkpoint name -> partition -> offset). `cleaner_unknown`: the log dir's
@@ -406,7 +413,28 @@ def read_partition(
         cleaner_unknown=cleaner_unknown,
         aborted=aborted,
         remote_from=remote_from,
+        clean_shutdown=clean_shutdown,
     )
+
+
+def cleaned_end(lineage: Lineage) -> int:
+    """Where what this replica's cleaner may have rewritten ends: the end of the segment that
+    holds its last cleaned offset (the cleaner rewrites whole segments), at least its
+    cleaned offset; its log start when it has never cleaned."""
+    start = lineage.log_start_offset or 0
+    if lineage.cleaned_to is None or lineage.cleaned_to <= start:
+        return start
+    index = lineage.index_from(lineage.cleaned_to - 1)
+    if index == len(lineage.batches):
+        index -= 1
+    holder = lineage.batches[index] if lineage.batches else None
+    if holder is None or holder.base_offset >= lineage.cleaned_to:
+        index -= 1
+        holder = lineage.batches[index] if index >= 0 else None
+    if holder is None:
+        return lineage.cleaned_to
+    segment = [b for b in lineage.batches if b.segment == holder.segment]
+    return max(lineage.cleaned_to, segment[-1].last_offset + 1)
 
 
 def read_optional(path: Path, reader: Any, errors: list[LogReadError]) -> Any:

@@ -25,6 +25,7 @@ scenario 1, case n > 20).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -285,9 +286,20 @@ class _Follower:
         self.rounds.append(Round(truncated_to=self.leo, kept=kept, removed=removed, **round_fields))
 
 
-def truncate_follower(leader: Lineage, follower: Lineage, protocol: Protocol) -> TruncationResult:
+def truncate_follower(
+    leader: Lineage,
+    follower: Lineage,
+    protocol: Protocol,
+    *,
+    differs: Callable[[int], int | None] | None = None,
+) -> TruncationResult:
     """Run `protocol` between two replicas: where the follower truncates, in which rounds,
-    and what its log looks like once it has fetched from the leader again."""
+    and what its log looks like once it has fetched from the leader again.
+
+    `differs(end)`: where the follower's own log first differs from the leader's below
+    `end`, by a rule other than byte for byte (a compacted partition, whose replicas'
+    cleaners rewrite each copy on its own schedule). Without it the final logs are compared
+    batch by batch."""
     f = _Follower(
         list(follower.batches),
         follower.leo,
@@ -318,8 +330,15 @@ def truncate_follower(leader: Lineage, follower: Lineage, protocol: Protocol) ->
     fetches, stuck = _catch_up(f, leader)
     if stuck:
         outcome, diverged_at = Fate.STUCK, None
-    else:
+    elif differs is None:
         diverged_at = first_divergence(f.batches, leader.batches)
+    else:
+        # What the follower fetched is the leader's own; what it kept of its own log is
+        # judged by `differs`, up to where it ends.
+        own = {id(b) for b in follower.batches}
+        kept = [b for b in f.batches if id(b) in own]
+        diverged_at = differs(kept[-1].last_offset + 1) if kept else None
+    if not stuck:
         outcome = Fate.CONSISTENT if diverged_at is None else Fate.DIVERGED
     return TruncationResult(
         protocol, truncation_offset, f.rounds, truncated, fetches, f.batches, outcome, diverged_at

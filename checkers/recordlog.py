@@ -10,7 +10,7 @@ from pathlib import Path
 
 from checkers.contents import read_records
 from checkers.errors import LogReadError
-from checkers.lineage import Lineage
+from checkers.lineage import Lineage, cleaned_end
 from checkers.records import Batch, Record
 
 
@@ -22,6 +22,7 @@ class ReplicaLog:
         self.name = f"replica {lineage.broker_id}"
         self.log_start = lineage.log_start_offset or 0
         self.log_end = lineage.leo
+        self.cleaned_below = cleaned_end(lineage)
         self._maps: dict[str, mmap.mmap | None] = {}
         self._batches: dict[tuple[str, int], dict[int, Record] | str] = {}
 

@@ -10,16 +10,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import combinations
 from typing import Any
 
-from checkers.compaction import (
-    cleaned_end,
-    cleaner_evidence,
-    compare_cleaned,
-    first_record_difference,
-)
-from checkers.lineage import Lineage, first_divergence
+from checkers.compaction import cleaner_evidence, compare_cleaned, first_record_difference
+from checkers.lineage import Lineage, cleaned_end, first_divergence
 from checkers.model import Fate, TruncationResult, truncate_follower
 from checkers.protocol import Protocol
 from checkers.records import Batch
@@ -50,6 +46,21 @@ class Version:
         }
 
 
+@dataclass(frozen=True)
+class PendingTruncation:
+    """Replicas that differ from the leader only by a tail at or above their own checkpointed
+    high watermark, which the protocol truncates at their next fetch."""
+
+    replicas: list[int]
+    start: int  # the lowest offset where such a tail starts
+    end: int  # the highest log end of those replicas
+    checkpoint_trusted: bool  # every one's log dir proves a clean shutdown
+
+    def line(self) -> str:
+        who = ", ".join(map(str, self.replicas))
+        return f"broker(s) {who} hold a tail [{self.start}, {self.end}) awaiting truncation"
+
+
 @dataclass
 class PartitionVerdict:
     topic: str
@@ -71,6 +82,8 @@ class PartitionVerdict:
     log_start_offsets: dict[int, int] = field(default_factory=dict)
     lenient: list[dict[str, Any]] = field(default_factory=list)  # ranges not byte for byte
     unchecked: list[dict[str, Any]] = field(default_factory=list)  # ranges not held locally
+    pending_truncation: PendingTruncation | None = None
+    lagging: dict[int, int] = field(default_factory=dict)  # broker -> log end, behind the rest
 
     def compact(self) -> PartitionVerdict:
         """The verdict without the predicted follower logs (see `TruncationResult.compact`)."""
@@ -98,6 +111,10 @@ class PartitionVerdict:
             "log_end_offsets": {str(k): v for k, v in self.log_end_offsets.items()},
             "lenient": self.lenient,
             "unchecked": self.unchecked,
+            "pending_truncation": None
+            if self.pending_truncation is None
+            else dataclasses.asdict(self.pending_truncation),
+            "lagging": {str(k): v for k, v in self.lagging.items()},
             "notes": self.notes,
         }
 
@@ -138,6 +155,8 @@ def judge_partition(
         log_end_offsets={lin.broker_id: lin.leo for lin in ordered},
         log_start_offsets={lin.broker_id: lin.log_start_offset or 0 for lin in ordered},
     )
+    top = max(lin.leo for lin in ordered)
+    verdict.lagging = {lin.broker_id: lin.leo for lin in ordered if lin.leo < top}
     hws = [lin.high_watermark for lin in ordered if lin.high_watermark is not None]
     # The highest high watermark any replica recorded: everything below it was committed
     # at some point (the leader's is the highest; a deposed leader may remember a higher one).
@@ -152,9 +171,13 @@ def judge_partition(
         )
         compacted = None
     for a, b in combinations(ordered, 2):
-        offset = _pair_divergence(a, b, compacted, verdict)
-        if offset is not None:
-            verdict.pairs.append((a.broker_id, b.broker_id, offset))
+        pair = _pair_divergence(a, b, compacted)
+        if pair.lenient is not None:
+            verdict.lenient.append(pair.lenient)
+        if pair.note is not None:
+            verdict.notes.append(pair.note)
+        if pair.offset is not None:
+            verdict.pairs.append((a.broker_id, b.broker_id, pair.offset))
     _unchecked(ordered, verdict)
     _notes(ordered, verdict, compacted is not None)
     if not verdict.pairs:
@@ -194,7 +217,12 @@ def judge_partition(
     verdict.leader = chosen.broker_id
     for lin in ordered:
         if lin is not chosen:
-            verdict.predictions[lin.broker_id] = truncate_follower(chosen, lin, protocol)
+            # A compacted follower is judged by the rule the pairs were: what it keeps of its
+            # own log against the leader, record by record where a cleaner ran.
+            differs = None if compacted is None else partial(_differs_below, chosen, lin, compacted)
+            verdict.predictions[lin.broker_id] = truncate_follower(
+                chosen, lin, protocol, differs=differs
+            )
     _pending_truncation(verdict, by_id, chosen)
     return verdict
 
@@ -202,62 +230,97 @@ def judge_partition(
 def _pending_truncation(
     verdict: PartitionVerdict, by_id: dict[int, Lineage], chosen: Lineage
 ) -> None:
-    """Clear a divergence that is only a tail awaiting truncation: each replica that differs
-    from the leader does so from an offset at or above its own checkpointed high watermark
-    (it never counted that data committed), and the protocol truncates it at its next fetch.
-    A leader deposed with writes its followers had not fetched (a controlled shutdown, say)
-    stops like that; a follower that fetched since would have a higher high watermark."""
+    """A divergence that is only a tail awaiting truncation: each replica that differs from
+    the leader does so from an offset at or above its own checkpointed high watermark (it
+    never counted that data committed), and the protocol truncates it at its next fetch. A
+    leader deposed with writes its followers had not fetched (a controlled shutdown, say)
+    stops like that.
+
+    The rule trusts that checkpoint, which holds only where the replica's log dir proves a
+    clean shutdown (its clean-shutdown marker: the checkpoint was written as the broker
+    stopped). After a SIGKILL or a power cut it may lag the real high watermark by up to
+    replica.high.watermark.checkpoint.interval.ms, and the tail may then hold acknowledged
+    data: the partition stays diverged, with the note of what the protocol will do."""
     lead = chosen.broker_id
     apart = {(b if a == lead else a): at for a, b, at in verdict.pairs if lead in (a, b)}
-    if not apart:
+    # Every divergent pair must involve such a tail: two others that differ are a divergence.
+    if not apart or any(a not in apart and b not in apart for a, b, _ in verdict.pairs):
         return
     for broker, at in apart.items():
         hw = by_id[broker].high_watermark
         prediction = verdict.predictions[broker]
         if hw is None or hw > at or prediction.outcome is not Fate.CONSISTENT:
             return
+    trusted = all(by_id[b].clean_shutdown for b in apart)
+    verdict.pending_truncation = PendingTruncation(
+        replicas=sorted(apart),
+        start=min(apart.values()),
+        end=max(by_id[b].leo for b in apart),
+        checkpoint_trusted=trusted,
+    )
     for broker, at in sorted(apart.items()):
         tail = [b.span for b in by_id[broker].batches if b.last_offset >= at]
+        trust = (
+            "its log dir proves a clean shutdown, so that checkpoint is final"
+            if by_id[broker].clean_shutdown
+            else "but its log dir holds no clean-shutdown marker: after a crash that "
+            "checkpoint may lag the real one, so the tail may hold acknowledged data"
+        )
         verdict.notes.append(
             f"broker {broker} differs from the leader (broker {lead}) from offset {at}, at "
-            f"or above its own high watermark {by_id[broker].high_watermark}: an uncommitted "
-            f"tail ({', '.join(tail)}) that its next fetch truncates "
-            f"({verdict.protocol.value} rules; see its prediction)"
+            f"or above its own checkpointed high watermark {by_id[broker].high_watermark}: "
+            f"a tail ({', '.join(tail)}) that its next fetch truncates "
+            f"({verdict.protocol.value} rules; see its prediction); {trust}"
         )
+    if not trusted:
+        return
     verdict.status = CONSISTENT
     verdict.diverged_at, verdict.below_high_watermark = None, False
     verdict.pairs, verdict.versions, verdict.lacking = [], [], []
 
 
+@dataclass(frozen=True)
+class _PairCompare:
+    """Where two replicas first differ, and how the comparison was made."""
+
+    offset: int | None
+    lenient: dict[str, Any] | None = None  # the range compared as compaction allows
+    note: str | None = None  # what compaction could not explain
+
+
 def _pair_divergence(
-    a: Lineage, b: Lineage, compacted: str | None, verdict: PartitionVerdict
-) -> int | None:
+    a: Lineage, b: Lineage, compacted: str | None, end: int | None = None
+) -> _PairCompare:
     """Where two replicas first differ: record by record where either replica's cleaner
-    may have rewritten the log, byte for byte above (and everywhere, uncompacted)."""
+    may have rewritten the log, byte for byte above (and everywhere, uncompacted); only
+    over the offsets both hold, below `end` when given. What lies past a replica's own log
+    end is lag, not divergence, however far its peer's cleaner ran (a replica stopped for
+    maintenance while its peers' cleaners go on)."""
     start = max(a.log_start_offset or 0, b.log_start_offset or 0)
-    lenient_end = max(cleaned_end(a), cleaned_end(b)) if compacted else start
-    found = []
+    common_end = min(_held_to(a), _held_to(b), *(() if end is None else (end,)))
+    lenient_end = start
+    if compacted:
+        lenient_end = max(start, min(max(cleaned_end(a), cleaned_end(b)), common_end))
+    found, lenient, note = [], None, None
     if lenient_end > start:
-        verdict.lenient.append(
-            {
-                "start": start,
-                "end": lenient_end,
-                "replicas": [a.broker_id, b.broker_id],
-                "rule": "compaction",
-                "why": compacted,
-                "how": "each broker's log cleaner rewrites its own replica on its own "
-                "schedule, so below the end of the cleaned segments batches are compared by "
-                "the fields the cleaner keeps and records one by one; a record one replica "
-                "lacks must be superseded by a later record with its key, a tombstone, a "
-                "transaction marker, keyless or aborted",
-            }
-        )
+        lenient = {
+            "start": start,
+            "end": lenient_end,
+            "replicas": [a.broker_id, b.broker_id],
+            "rule": "compaction",
+            "why": compacted,
+            "how": "each broker's log cleaner rewrites its own replica on its own "
+            "schedule, so below the end of the cleaned segments batches are compared by "
+            "the fields the cleaner keeps and records one by one; a record one replica "
+            "lacks must be superseded by a later record with its key, a tombstone, a "
+            "transaction marker, keyless or aborted",
+        }
         discrepancy = compare_cleaned(a, b, start, lenient_end)
         if discrepancy is not None:
-            verdict.notes.append(f"at offset {discrepancy.offset}: {discrepancy.what}")
+            note = f"at offset {discrepancy.offset}: {discrepancy.what}"
             found.append(discrepancy.offset)
     offset = first_divergence(a.batches, b.batches, start=lenient_end)
-    if offset is not None:
+    if offset is not None and (end is None or offset < end):
         x, y = a.batch_containing(offset), b.batch_containing(offset)
         if (
             x is not None
@@ -268,7 +331,17 @@ def _pair_divergence(
         ):
             offset = first_record_difference(a, b, offset)
         found.append(offset)
-    return min(found) if found else None
+    return _PairCompare(min(found) if found else None, lenient, note)
+
+
+def _held_to(lineage: Lineage) -> int:
+    """How far a replica's log reached: its log end, or its cleaner's checkpoint where that
+    is further (the checkpoint names an offset the log held when it was cleaned)."""
+    return max(lineage.leo, lineage.cleaned_to or 0)
+
+
+def _differs_below(leader: Lineage, follower: Lineage, compacted: str, end: int) -> int | None:
+    return _pair_divergence(leader, follower, compacted, end).offset
 
 
 def _unchecked(lineages: Sequence[Lineage], verdict: PartitionVerdict) -> None:

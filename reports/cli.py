@@ -21,8 +21,9 @@ from checkers.audit.render import render
 from checkers.protocol import Protocol
 from fixtures.errors import LogforkError
 from reports.spark import MASTER_ENV
+from runrecord import exits
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+EXIT_OK, EXIT_BAD_INPUT = exits.OK, exits.USAGE
 # Above this many bytes of segments, `logfork audit` picks the Spark engine by itself: the
 # local engine reads on one core, Spark on all of them once its JVM has started. Measured
 # with benchmarks.crossover on a 2-core machine (one-record batches, start-up included):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from checkers.history import loss_line
 from checkers.metadata_log import METADATA_TOPICS
 from checkers.protocol import Protocol
 from reports.attribution import attribution
@@ -23,7 +24,7 @@ from reports.timeline_view import (
     utc,
 )
 from runrecord.events import EventKind
-from runrecord.outcome import Outcome
+from runrecord.outcome import Outcome, high_watermark_clause
 
 DRAW_ALL_UP_TO = DETAILED_UP_TO  # beyond this only diverged or lossy partitions get diagrams
 DRAW_AT_MOST = 40
@@ -34,25 +35,6 @@ def protocol_rules(value: str | None) -> str:
         return Protocol(value).rules if value else ""
     except ValueError:
         return str(value)
-
-
-def loss_line(loss: dict[str, Any] | None) -> str:
-    """ "10 of 41 acknowledged write(s) lost (acks=1: 10 of 30)", durable loss first."""
-    if not loss:
-        return ""
-    parts = [
-        f"acks={acks}: {c['lost']} of {c['acked']}"
-        for acks, c in sorted((loss.get("by_acks") or {}).items())
-        if c["lost"]
-    ]
-    text = f"{loss['lost_count']} of {loss['acked']} acknowledged write(s) lost"
-    if parts:
-        text += f" ({'; '.join(parts)})"
-    if loss.get("durable_lost"):
-        text += ": acks=all writes lost, which Kafka promises never to lose"
-    elif loss.get("lost_count"):
-        text += ", none with acks=all"
-    return text
 
 
 def partition_headline(p: PartitionRow) -> str:
@@ -69,11 +51,7 @@ def partition_headline(p: PartitionRow) -> str:
     where = (
         "high watermark unknown"
         if hw is None
-        else (
-            f"below the high watermark {hw}: committed data differs"
-            if v.below_high_watermark
-            else f"at or above the high watermark {hw}"
-        )
+        else high_watermark_clause(v.below_high_watermark, hw)
     )
     text = f"{name}: replicas parted at offset {v.diverged_at} ({where})"
     return f"{text}; {held}" if held else text

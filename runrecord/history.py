@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 # acks settings under which an acknowledged write promises to survive a leader's failure
 DURABLE_ACKS = ("all", "-1")
+COMMITTED, ABORTED = "committed", "aborted"  # how a transactional write's transaction ended
 
 
 @dataclass
@@ -21,6 +22,7 @@ class Send:
     offset: int | None = None
     error: str | None = None
     broker: int | None = None  # the broker the producer sent to (its believed leader)
+    transaction: str | None = None  # COMMITTED or ABORTED: a transactional write, once ended
 
     @property
     def ok(self) -> bool:

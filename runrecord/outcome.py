@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -23,3 +24,68 @@ class Outcome(StrEnum):
     @property
     def label(self) -> str:
         return self.value.upper().replace("-", " ")
+
+
+# What the brokers showed, by kind: a run's observed symptom and a scenario's expected one.
+CONSISTENT = "consistent"
+STUCK = "stuck"  # a follower cannot make progress (KAFKA-6361, n < 20)
+DIVERGED = "diverged"  # replicas hold different data at an offset both hold
+LOST = "lost-acknowledged"  # an acknowledged acks=all write is gone from the final log
+DEPARTS = "departs"  # expected only: the release departs from the KIP's text as documented
+VIOLATED = "violated"  # an invariant of a conformance table broke
+SYMPTOM_KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED)
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """A bug as the brokers show it: its kind and, where one applies, where. Fields left
+    None in an expected symptom accept any value; in an observed one they did not apply."""
+
+    kind: str
+    offset: int | None = None
+    replicas: list[int] | None = None  # the replicas showing it (the stuck follower, say)
+    below_high_watermark: bool | None = None
+    # A departure (kind DEPARTS) names the kind the brokers show when they depart.
+    shows: str | None = None
+
+    def matches(self, observed: Symptom) -> bool:
+        """Whether `observed` is exactly this symptom, where this one says anything."""
+        kind = self.shows if self.kind == DEPARTS else self.kind
+        if observed.kind != kind:
+            return False
+        if self.offset is not None and observed.offset != self.offset:
+            return False
+        if self.replicas is not None and sorted(observed.replicas or []) != sorted(self.replicas):
+            return False
+        return self.below_high_watermark is None or (
+            observed.below_high_watermark == self.below_high_watermark
+        )
+
+    def describe(self) -> str:
+        """ "diverged at offset 11 (replicas 1, 2; below the high watermark)"."""
+        text = self.kind if self.kind != DEPARTS else f"departs ({self.shows})"
+        if self.offset is not None:
+            text += f" at offset {self.offset}"
+        where = []
+        if self.replicas:
+            where.append(f"replica{'s' if len(self.replicas) > 1 else ''} "
+                         + ", ".join(map(str, self.replicas)))  # fmt: skip
+        if self.below_high_watermark is not None:
+            where.append(high_watermark_clause(self.below_high_watermark))
+        return text + (f" ({'; '.join(where)})" if where else "")
+
+
+@dataclass(frozen=True)
+class SymptomPair:
+    """verdict.json's `symptom`: what the scenario set out to show beside what showed."""
+
+    expected: Symptom
+    observed: Symptom | None  # None: the run reached no verdict
+
+
+def high_watermark_clause(below: bool, high_watermark: int | None = None) -> str:
+    """Whether a divergence lies in committed data, in the words every verdict uses."""
+    at = "" if high_watermark is None else f" {high_watermark}"
+    if below:
+        return f"below the high watermark{at}: committed data differs"
+    return f"at or above the high watermark{at}"

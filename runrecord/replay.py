@@ -8,12 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runrecord import outcome
+
 DONE, SKIPPED, REJECTED = "done", "skipped", "rejected"
 
 # The kinds of finding a schedule can end in (`Judgement.failure`), as the model names them
 # (checkers.simulate.Prediction.failure); a finding on the background workload's partition
 # carries BACKGROUND after its kind.
-DIVERGED, STUCK, LOST = "diverged", "stuck", "lost-acknowledged"
+DIVERGED, STUCK, LOST = outcome.DIVERGED, outcome.STUCK, outcome.LOST
+UNJUDGED = "unjudged"  # a partition's kind when it could not be judged
 BACKGROUND = "@background"
 
 
@@ -43,6 +46,9 @@ class Judgement:
     rule: str | None = None  # the rule that decided acknowledged-write loss, when one did
     evidence: dict[str, Any] = field(default_factory=dict)
     partitions: dict[int, str | None] = field(default_factory=dict)  # partition -> kind
+    # Why the invariants could not be judged (a partition with no audit verdict, an audit
+    # error): the run is "not reached", never a pass. Empty when judged.
+    unjudged: str = ""
 
 
 @dataclass

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runrecord.outcome import Outcome
+from runrecord import exits
+from runrecord.outcome import Outcome, SymptomPair
 
-EXIT_AS_EXPECTED = 0
-EXIT_NOT_AS_EXPECTED = 1
-EXIT_USAGE = 2
-EXIT_NOT_REACHED = 3
+EXIT_AS_EXPECTED = exits.OK
+EXIT_NOT_AS_EXPECTED = exits.FINDING
+EXIT_USAGE = exits.USAGE
+EXIT_NOT_REACHED = exits.NO_VERDICT
+EXIT_NOT_APPLICABLE = exits.NOT_APPLICABLE
 
 
 @dataclass
@@ -81,6 +83,10 @@ class Verdict:
     run_dir: str | None = None
     phases: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    # What the scenario set out to show beside what the brokers showed (None: a run
+    # recorded before symptoms were, or no scenario: a replay judged by invariants).
+    symptom: SymptomPair | None = None
+    model: str | None = None  # where the model's prediction and the brokers differ
 
     @property
     def as_expected(self) -> bool | None:
@@ -94,7 +100,7 @@ class Verdict:
         if self.outcome == Outcome.SETUP_FAILED:
             return EXIT_USAGE
         if self.outcome == Outcome.NOT_APPLICABLE:
-            return EXIT_AS_EXPECTED
+            return EXIT_NOT_APPLICABLE
         return EXIT_AS_EXPECTED if self.as_expected else EXIT_NOT_AS_EXPECTED
 
     def headline(self) -> str:
@@ -110,7 +116,8 @@ class Verdict:
         else:
             verdict = "NOT AS THE KIP SAYS"
         ref = f" [{self.jira}]" if self.jira else ""
+        model = f" [{self.model}]" if self.model else ""
         return (
             f"{verdict}: {where} {self.outcome.value}{ref} "
-            f"(expected {self.expected.value}): {self.summary}"
+            f"(expected {self.expected.value}){model}: {self.summary}"
         )

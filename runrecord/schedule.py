@@ -33,6 +33,7 @@ from runrecord.schedule_cluster import (
     load_cluster,
     session_key,
 )
+from runrecord.schedule_expect import Expectation, load_expect
 from runrecord.schedule_fields import (
     Problems,
     ScheduleError,
@@ -123,6 +124,8 @@ class Schedule:
     seed: int = 0
     steps: tuple[Step, ...] = ()
     origin: dict[str, Any] = field(default_factory=dict)  # provenance, free-form scalars
+    # What the brokers should show, per release range (runrecord.schedule_expect).
+    expect: tuple[Expectation, ...] = ()
 
     def with_steps(self, steps: Iterable[Step]) -> Schedule:
         return replace(self, steps=tuple(steps))
@@ -155,7 +158,7 @@ def parse_schedule(data: Any, source: str | None = None) -> Schedule:
             ],
             source,
         )
-    unknown_fields(data, ("format", "seed", "cluster", "steps", "origin"), "", problems)
+    unknown_fields(data, ("format", "seed", "cluster", "steps", "origin", "expect"), "", problems)
     seed = data.get("seed", 0)
     if not (is_int(seed) and seed >= 0):
         problems.add("seed", "must be a non-negative integer")
@@ -182,9 +185,10 @@ def parse_schedule(data: Any, source: str | None = None) -> Schedule:
     ):
         problems.add("origin", "must be an object of plain values (strings, numbers)")
         origin = {}
+    expect = load_expect(data["expect"], problems) if "expect" in data else ()
     if problems.items or cluster is None:
         raise ScheduleError(problems.items or [("cluster", "invalid")], source)
-    return Schedule(cluster, seed, tuple(steps), dict(origin))
+    return Schedule(cluster, seed, tuple(steps), dict(origin), expect)
 
 
 def load_schedule(path: Path | str) -> Schedule:
@@ -226,6 +230,8 @@ def to_dict(schedule: Schedule) -> dict[str, Any]:
     }
     if schedule.origin:
         out["origin"] = dict(schedule.origin)
+    if schedule.expect:
+        out["expect"] = [e.to_dict() for e in schedule.expect]
     return out
 
 
@@ -243,15 +249,17 @@ def dumps(schedule: Schedule) -> str:
     lines.append(",\n".join(items))
     lines.append("  },")
     steps = data["steps"]
-    tail = "," if "origin" in data else ""
+    extra = [k for k in ("origin", "expect") if k in data]
+    tail = "," if extra else ""
     if steps:
         lines.append('  "steps": [')
         lines.append(",\n".join(f"    {_one_line(s)}" for s in steps))
         lines.append(f"  ]{tail}")
     else:
         lines.append(f'  "steps": []{tail}')
-    if "origin" in data:
-        lines.append(f'  "origin": {_one_line(data["origin"])}')
+    for i, key in enumerate(extra):
+        comma = "," if i < len(extra) - 1 else ""
+        lines.append(f'  "{key}": {_one_line(data[key])}{comma}')
     lines.append("}")
     return "\n".join(lines) + "\n"
 

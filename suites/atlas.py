@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from statistics import mean
 from typing import TYPE_CHECKING
 
+from runrecord import exits
 from runrecord.atlas import Atlas, AtlasEntry, AtlasFinding, AtlasRow
 from runrecord.outcome import Outcome
 from suites import cells
@@ -31,9 +32,9 @@ from suites.cells import BUG_SEEN, NOT_APPLICABLE, VERDICTS, Attempt, Cache, Can
 if TYPE_CHECKING:
     from suites.scenario import Scenario
 
-EXIT_AS_EXPECTED = 0
-EXIT_NOT_AS_EXPECTED = 1  # a cell not as the KIP says, or a fix found away from fixed_in
-EXIT_NO_VERDICT = 3  # some cells were not reached (or failed): run the atlas again
+EXIT_AS_EXPECTED = exits.OK
+EXIT_NOT_AS_EXPECTED = exits.FINDING  # a cell not as the KIP says, or a fix found elsewhere
+EXIT_NO_VERDICT = exits.NO_VERDICT  # some cells were not reached (or failed): run it again
 
 
 @dataclass(frozen=True)

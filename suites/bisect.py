@@ -40,6 +40,7 @@ from enum import StrEnum
 
 from fixtures.errors import LogforkError
 from fixtures.releases import Release
+from runrecord import exits
 from suites import cells
 from suites.cells import (
     BUG_SEEN,
@@ -52,10 +53,10 @@ from suites.cells import (
     Runner,
 )
 
-EXIT_AGREES = 0
-EXIT_DISAGREES = 1
-EXIT_BAD_INPUT = 2
-EXIT_AMBIGUOUS = 3
+EXIT_AGREES = exits.OK
+EXIT_DISAGREES = exits.FINDING
+EXIT_BAD_INPUT = exits.USAGE
+EXIT_AMBIGUOUS = exits.NO_VERDICT
 
 
 class Direction(StrEnum):

@@ -14,6 +14,7 @@ from suites.scenarios import (
     kip_704,
     kip_903,
     kip_966,
+    lagging_compacted,
     production_mix,
     smoke,
 )
@@ -38,6 +39,7 @@ SCENARIOS: dict[str, Scenario] = {
         kip_595.FAILOVER,
         kip_595.MISMATCH,
         production_mix.SCENARIO,
+        lagging_compacted.SCENARIO,
     )
 }
 

@@ -28,7 +28,7 @@ from fixtures.waiting import Aborted, WaitTimeout
 from observe.replicas import replica, spans
 from observe.state import StateRecorder
 from observe.timeline import Timeline
-from runrecord.outcome import Outcome
+from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from suites.workload import History
@@ -50,6 +50,7 @@ class Departure:
     kip_says: str
     kafka_does: str
     reference: str  # the code or JIRA that explains it
+    symptom: Symptom  # what the brokers show when they depart (kind DEPARTS)
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,15 @@ class Topic:
 class Finding:
     """What a scenario body observed: the raw material of a verdict."""
 
-    bug_seen: bool  # the divergence / loss / stuck follower the scenario is about
+    observed: Symptom  # what the brokers showed: consistent, or which bug, and where
     summary: str  # one line a Kafka engineer reads first
     details: dict[str, Any] = field(default_factory=dict)
+    # The model's predicted kind where it made a prediction (checkers.model.Fate's values).
+    predicted: str | None = None
+
+    @property
+    def bug_seen(self) -> bool:
+        return self.observed.kind != CONSISTENT
 
 
 @dataclass
@@ -139,6 +146,13 @@ class Scenario:
     # Modes the fix never reached, with the reason: there the loss is expected on every
     # release (KIP-903 fixed KRaft only; ZooKeeper mode keeps the bug until its removal).
     unfixed: dict[str, str] = field(default_factory=dict)
+    # The bug as the brokers show it where it is expected (before `fixed_in`, in the modes
+    # of `unfixed`): "reproduced" means exactly this, nothing else.
+    symptom: Symptom | None = None
+
+    def __post_init__(self) -> None:
+        if (self.fixed_in is not None or self.unfixed) and self.symptom is None:
+            raise ValueError(f"scenario {self.id} expects a bug but declares no symptom")
 
     def departure(self, release: Release) -> Departure | None:
         return next((d for d in self.departures if release.parts < Release(d.until).parts), None)
@@ -151,6 +165,17 @@ class Scenario:
         if self.fixed_in is not None and release.parts < Release(self.fixed_in).parts:
             return Outcome.REPRODUCED
         return Outcome.CONSISTENT
+
+    def expected_symptom(self, release: Release, mode: str | None = None) -> Symptom:
+        """What the brokers must show on this release and mode: the departure's symptom
+        where the release departs, the bug's where it is expected, else consistency."""
+        departure = self.departure(release)
+        if departure is not None:
+            return departure.symptom
+        if self.expected(release, mode) == Outcome.REPRODUCED:
+            assert self.symptom is not None  # checked in __post_init__
+            return self.symptom
+        return Symptom(CONSISTENT)
 
     def fixed_text(self) -> str:
         """Where the fix is, for `logfork list` and the README: "3.5.0 (kraft; zk never)"."""
@@ -185,6 +210,43 @@ def _body(scenario: Scenario, ctx: RunContext) -> Finding:
         return scenario.body(ctx)
 
 
+def judge(scenario: Scenario, release: Release, mode: str, finding: Finding) -> tuple[Outcome, str]:
+    """The outcome the brokers earned, and its summary. "reproduced" (or "departs") only
+    when they showed exactly the symptom the scenario declares for the release; any other
+    bug is "diverged", with both symptoms side by side."""
+    expected = scenario.expected(release, mode)
+    wanted = scenario.expected_symptom(release, mode)
+    observed = finding.observed
+    summary = finding.summary
+    if not finding.bug_seen:
+        outcome = Outcome.CONSISTENT
+    elif expected in (Outcome.REPRODUCED, Outcome.DEPARTS) and wanted.matches(observed):
+        outcome = expected
+    else:
+        outcome = Outcome.DIVERGED
+    if outcome == Outcome.DIVERGED and wanted.kind != CONSISTENT:
+        summary = (
+            f"the brokers showed {observed.describe()}, not the scenario's "
+            f"{wanted.describe()}: {summary}"
+        )
+    if mode in scenario.unfixed and outcome == expected and finding.bug_seen:
+        summary += f". A known loss, never fixed in {mode} mode: {scenario.unfixed[mode]}"
+    departure = scenario.departure(release)
+    if departure is not None:
+        summary += (
+            f". {scenario.kip} says: {departure.kip_says}. Kafka {release} instead "
+            f"{departure.kafka_does} ({departure.reference})"
+        )
+    return outcome, summary
+
+
+def model_line(finding: Finding) -> str | None:
+    """Where the model made a prediction the brokers did not follow: what each did."""
+    if finding.predicted is None or finding.predicted == finding.observed.kind:
+        return None
+    return f"the model predicted {finding.predicted}; the brokers {finding.observed.kind}"
+
+
 def run(
     scenario: Scenario,
     kafka: str,
@@ -197,8 +259,11 @@ def run(
     the verdict; an unknown release or scenario raises before any run directory exists."""
     release = resolve(kafka).release
     expected = scenario.expected(release, mode)
+    wanted = scenario.expected_symptom(release, mode)
 
-    def verdict(outcome: Outcome, summary: str, **extra: Any) -> Verdict:
+    def verdict(
+        outcome: Outcome, summary: str, observed: Symptom | None = None, **extra: Any
+    ) -> Verdict:
         return Verdict(
             scenario.id,
             str(release),
@@ -209,6 +274,7 @@ def run(
             scenario.jira,
             scenario.kip,
             scenario.fixed_in,
+            symptom=SymptomPair(wanted, observed),
             **extra,
         )
 
@@ -243,21 +309,14 @@ def run(
             finding = _body(scenario, RunContext(cluster, history, record))
             timeline.phase("teardown")
         timeline.phase("done")
-        if finding.bug_seen:
-            bad = (Outcome.REPRODUCED, Outcome.DEPARTS)
-            outcome = expected if expected in bad else Outcome.DIVERGED
-        else:
-            outcome = Outcome.CONSISTENT
-        departure = scenario.departure(release)
-        summary = finding.summary
-        if mode in scenario.unfixed and finding.bug_seen:
-            summary += f". A known loss, never fixed in {mode} mode: {scenario.unfixed[mode]}"
-        if departure is not None:
-            summary += (
-                f". {scenario.kip} says: {departure.kip_says}. Kafka {release} instead "
-                f"{departure.kafka_does} ({departure.reference})"
-            )
-        result = verdict(outcome, summary, details=finding.details)
+        outcome, summary = judge(scenario, release, mode, finding)
+        result = verdict(
+            outcome,
+            summary,
+            finding.observed,
+            details=finding.details,
+            model=model_line(finding),
+        )
     except (NotReached, WaitTimeout, Aborted) as exc:
         # A wait that timed out inside a scenario is a state that was not reached.
         summary = str(exc) if isinstance(exc, NotReached) else f"not reached: {exc}"

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from checkers.audit import audit
 from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
-from checkers.history import check_history
+from checkers.history import DURABLE_ACKS, HistoryCheck, check_history
 from checkers.model import TruncationResult, truncate_follower
 from checkers.verdict import PartitionVerdict
 from fixtures.cluster import Cluster, ClusterSpec
@@ -24,6 +24,7 @@ from fixtures.waiting import WaitTimeout, wait_until
 from observe.replicas import replica
 from observe.state import PartitionState, partition_state, wait_state
 from runrecord.history import Send
+from runrecord.outcome import CONSISTENT, DIVERGED, LOST, STUCK, Symptom
 from suites.convergence import Convergence, converge
 from suites.scenario import Finding, RunContext
 from suites.workload import delivery, read_partition
@@ -357,33 +358,46 @@ def conclude(
     convergence = converge(ctx, topic, [leader, follower], timeout=60)
     verdict = judge(ctx, topic)
     details = {**details, "convergence": convergence.to_dict(), "checker": verdict.to_dict()}
-    predicted = ""
+    predicted, said = None, ""
     if prediction is not None:
         comparison = model_vs_brokers(prediction, verdict, convergence)
         details["model_vs_brokers"] = comparison
-        predicted = f"; model predicted {comparison['predicted']}"
+        predicted = comparison["predicted"]
+        said = f"; model predicted {predicted}"
     if convergence.stuck:
         line = convergence.stuck.get(follower) or next(iter(convergence.stuck.values()))
         return Finding(
-            True,
+            Symptom(STUCK, replicas=sorted(convergence.stuck)),
             f"follower {follower} is stuck (log: {line}); replicas diverged "
-            f"at {verdict.diverged_at}{predicted}",
+            f"at {verdict.diverged_at}{said}",
             details,
+            predicted,
         )
     if verdict.status == "diverged":
-        committed = "below" if verdict.below_high_watermark else "above"
-        return Finding(
-            True,
-            f"replicas diverged at offset {verdict.diverged_at} ({committed} "
-            f"the high watermark){predicted}",
-            details,
-        )
+        observed = divergence(verdict)
+        return Finding(observed, f"replicas {observed.describe()}{said}", details, predicted)
     if not convergence.converged:
         raise NotReached(
             f"broker {follower} converging with broker {leader}",
             f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}",
         )
-    return Finding(False, f"{converged}{predicted}", details)
+    return Finding(Symptom(CONSISTENT), f"{converged}{said}", details, predicted)
+
+
+def divergence(verdict: PartitionVerdict) -> Symptom:
+    """The audit's divergence as a symptom."""
+    return Symptom(DIVERGED, verdict.diverged_at, below_high_watermark=verdict.below_high_watermark)
+
+
+def loss_symptom(history: HistoryCheck, verdict: PartitionVerdict | None) -> Symptom:
+    """What a loss scenario's brokers showed: the first acknowledged acks=all write lost,
+    else the disk audit's divergence, else consistency."""
+    durable = [w.offset for w in history.lost if w.acks in DURABLE_ACKS]
+    if history.durable_lost:
+        return Symptom(LOST, min(durable) if durable else None)
+    if verdict is not None and verdict.status == "diverged":
+        return divergence(verdict)
+    return Symptom(CONSISTENT)
 
 
 def offset_ranges(offsets: list[int]) -> str:
@@ -405,11 +419,11 @@ def judge_loss(
     *,
     timeout: float = 90,
     since: dict[int, int] | None = None,
-) -> tuple[bool, str, dict[str, Any]]:
+) -> tuple[Symptom, str, dict[str, Any]]:
     """Both verdicts of a loss scenario, once the replicas converged: the history checker's
     (were acknowledged writes lost, against the producer's acknowledgements) and the disk
-    audit's (do the replicas hold the same batches). Returns (bug seen, the two verdicts in
-    a sentence, details). `since`: as for converge()."""
+    audit's (do the replicas hold the same batches). Returns (what the brokers showed, the
+    two verdicts in a sentence, details). `since`: as for converge()."""
     convergence = converge(ctx, topic, replicas, timeout=timeout, since=since)
     if not convergence.converged:
         raise NotReached(
@@ -436,5 +450,4 @@ def judge_loss(
         "convergence": convergence.to_dict(),
         "lost_offsets": by_acks,
     }
-    bug = bool(history.durable_lost) or verdict.status == "diverged"
-    return bug, f"history: {loss}; {audit_line}", details
+    return loss_symptom(history, verdict), f"history: {loss}; {audit_line}", details

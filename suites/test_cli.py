@@ -5,6 +5,7 @@ socket where nothing listens, which is exactly what a stopped engine looks like.
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -35,8 +36,21 @@ def assert_one_paragraph_error(result, *fragments):
 def test_help_lists_commands():
     result = logfork("--help")
     assert result.returncode == 0
-    for command in ("run", "audit", "list", "prepare", "clean"):
-        assert command in result.stdout
+    # Each command on a line of its own, with the start of its own description.
+    for command, says in (
+        ("run", "run one KIP scenario against a fresh cluster"),
+        ("list", "list the scenarios"),
+        ("audit", "judge the logs in broker log dirs"),
+        ("report", "HTML reports of run directories"),
+        ("prepare", "build the base images and fetch the jars"),
+        ("flakes", "run scenarios N times on one release"),
+        ("bisect", "find the first release that fixed (or broke)"),
+        ("atlas", "run scenarios over releases"),
+        ("replay", "run one fault schedule (a JSON file)"),
+        ("explore", "draw, rank, run and shrink fault schedules"),
+        ("clean", "remove containers and networks of runs that are gone"),
+    ):
+        assert re.search(rf"^    {command} +{re.escape(says)}", result.stdout, re.M), command
 
 
 def test_list_names_every_scenario():

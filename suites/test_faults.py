@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from kazoo.exceptions import NoNodeError
 
+from checkers.checkpoints import read_offset_checkpoint
 from checkers.segments import scan_partition
 from faults import controller, elections, network, power, process, replication, session
 from fixtures.errors import NotReached
@@ -219,8 +220,20 @@ def test_faults_power_loss_and_hold_back(cluster_factory):
     process.restart(cluster, cluster.broker(3))
     wait_state(cluster, "p", lambda s: s.isr == (1, 2, 3), what="3 back in the ISR", timeout=90)
 
-    # By default the tail after the recovery point is lost: nothing was flushed yet.
-    losses = power.power_loss(cluster, cluster.broker(2), topics={"p"})
-    assert losses[("p", 0)].end_after <= losses[("p", 0)].cut_at
-    process.restart(cluster, cluster.broker(2))
+    # By default the tail after the recovery point is lost: the records past the last batch
+    # boundary at or below the checkpointed recovery point are gone, and only they.
+    produce(cluster, "p", 10)
+    b2 = cluster.broker(2)
+    wait_until(lambda: log_end(b2, "p"), lambda end: end == 210, what="broker 2 at 210")
+    point = read_offset_checkpoint(b2.data_dir / power.RECOVERY_POINT).get(("p", 0), 0)
+    before = scan_partition(b2.data_dir / "p-0").batches
+    kept = [b for b in before if b.last_offset < point]
+    expected = kept[-1].last_offset + 1 if kept else 0
+    assert point < 210, "the recovery point caught up with the log end: nothing to lose"
+    losses = power.power_loss(cluster, b2, topics={"p"})
+    loss = losses[("p", 0)]
+    assert (loss.cut_at, loss.end_before, loss.end_after) == (point, 210, expected)
+    after = scan_partition(b2.data_dir / "p-0").batches
+    assert [b.key for b in after] == [b.key for b in kept]
+    process.restart(cluster, b2)
     assert_healed(cluster)

@@ -52,6 +52,7 @@ class ReadTask:
     metadata: bool  # a KRaft metadata log: also decoded
     judged: bool  # False: an unreadable log dir or a second copy; read but not judged
     size: int = 0  # bytes of its .log segments: how the work is spread
+    clean_shutdown: bool = False  # its log dir holds the clean-shutdown marker
 
     @property
     def tp(self) -> TopicPartition:
@@ -257,6 +258,7 @@ def _plan_log_dir(
             metadata=tp[0] in METADATA_TOPICS,
             judged=judged,
             size=segment_bytes(child),
+            clean_shutdown=log_dir.clean_shutdown,
         )
     if judged:
         for tp in sorted(tasks):

@@ -46,6 +46,7 @@ def _read_local(task: ReadTask, path: Path) -> Lineage:
         tp,
         {name: {} if value is None else {tp: value} for name, value in offsets.items()},
         cleaner_unknown=task.cleaner_unknown,
+        clean_shutdown=task.clean_shutdown,
     )
 
 

@@ -11,6 +11,7 @@ from checkers.audit.result import (
     AuditResult,
 )
 from checkers.verdict import DIVERGED, PartitionVerdict
+from runrecord.outcome import high_watermark_clause
 
 
 def wrap(text: str, indent: str = "  ") -> str:
@@ -42,6 +43,18 @@ def leniency(v: PartitionVerdict) -> list[str]:
     return lines
 
 
+def consistency(v: PartitionVerdict) -> str:
+    """ "consistent", or "consistent once truncated" where a replica's tail awaits the
+    truncation its next fetch does; which replicas lag, where any do."""
+    text = "consistent"
+    if v.pending_truncation is not None:
+        text += f" once truncated: {v.pending_truncation.line()}"
+    if v.lagging:
+        behind = ", ".join(f"broker {b} (log end {leo})" for b, leo in sorted(v.lagging.items()))
+        text += f"; lags: {behind}"
+    return text
+
+
 def render(result: AuditResult) -> str:
     """The audit as a Kafka engineer reads it first: one line per partition, the versions
     at a divergence and what the protocol does next, then the bad input."""
@@ -55,10 +68,8 @@ def render(result: AuditResult) -> str:
         name = f"{v.topic}-{v.partition}"
         leos = " ".join(f"{b}:{v.log_end_offsets[b]}" for b in v.replicas)
         if v.status != DIVERGED:
-            lines.append(
-                f"  {name}: consistent (replicas {', '.join(map(str, v.replicas))}; "
-                f"log end offsets {leos})"
-            )
+            lines.append(f"  {name}: {consistency(v)} (replicas "
+                         f"{', '.join(map(str, v.replicas))}; log end offsets {leos})")  # fmt: skip
         else:
             lines.extend(_render_diverged(name, v, leos))
             state = result.kraft_state.get((v.topic, v.partition))
@@ -95,11 +106,7 @@ def _render_diverged(name: str, v: PartitionVerdict, leos: str) -> list[str]:
     hw = (
         "unknown high watermark"
         if v.high_watermark is None
-        else (
-            f"below the high watermark {v.high_watermark}: committed data differs"
-            if v.below_high_watermark
-            else f"at or above the high watermark {v.high_watermark}"
-        )
+        else high_watermark_clause(v.below_high_watermark, v.high_watermark)
     )
     lines = [f"  {name}: DIVERGED at offset {v.diverged_at} ({hw}); log end offsets {leos}"]
     for version in v.versions:

@@ -14,8 +14,9 @@ from checkers.errors import LogReadError, TornTail
 from checkers.lineage import Lineage, LogDir
 from checkers.metadata_log import MetadataLog
 from checkers.verdict import DIVERGED, PartitionVerdict
+from runrecord import exits
 
-EXIT_CONSISTENT, EXIT_DIVERGED, EXIT_UNREADABLE = 0, 1, 2
+EXIT_CONSISTENT, EXIT_DIVERGED, EXIT_UNREADABLE = exits.OK, exits.FINDING, exits.USAGE
 
 
 @dataclass

@@ -71,8 +71,10 @@ class Prediction:
             who = ", ".join(f"broker {b} ({why})" for b, why in sorted(self.stuck.items()))
             head = f"stuck: {who}"
         elif self.outcome is Fate.DIVERGED:
-            where = "below" if self.below_high_watermark else "above"
-            head = f"diverged at offset {self.diverged_at} ({where} the high watermark)"
+            # Whether the offset was committed is said once, from the brokers' evidence
+            # (runrecord.outcome.high_watermark_clause): the model's own high watermark is
+            # in `to_dict`, not in a line beside the brokers' that could contradict it.
+            head = f"diverged at offset {self.diverged_at}"
         else:
             head = "consistent"
         lost = [w.id for w in self.lost_acknowledged]

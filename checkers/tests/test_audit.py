@@ -13,6 +13,7 @@ import pytest
 
 from checkers.audit import audit
 from checkers.audit.render import render
+from checkers.checkpoints import CLEAN_SHUTDOWN
 from checkers.protocol import Protocol
 from suites.cli import main as logfork
 from testsupport import craft, damage
@@ -132,14 +133,19 @@ def test_divergence_at_offset_zero(tmp_path: Path) -> None:
     assert data["summary"] == {"partitions": 1, "consistent": 0, "diverged": 1, "errors": 0}
 
 
-@pytest.mark.parametrize("own_hw, status", [(3, "consistent"), (4, "diverged")])
-def test_an_uncommitted_tail_awaiting_truncation_is_not_a_divergence(
-    tmp_path: Path, own_hw: int, status: str
+@pytest.mark.parametrize(
+    ("own_hw", "clean", "status"),
+    [(3, True, "consistent"), (3, False, "diverged"), (4, True, "diverged")],
+)
+def test_an_uncommitted_tail_awaiting_truncation(
+    tmp_path: Path, own_hw: int, clean: bool, status: str
 ) -> None:
     # A leader stopped (controlled shutdown) with a write its followers had not fetched:
     # broker 1's [3, 3] in epoch 0 sits at its own high watermark, and the new leader wrote
     # its own [3, 3] in epoch 1. Broker 1's next fetch truncates it. Had broker 1 counted
-    # [3, 3] committed (high watermark 4), committed data would differ.
+    # [3, 3] committed (high watermark 4), committed data would differ. Without the
+    # clean-shutdown marker (a SIGKILL, a power cut) broker 1's checkpoint may lag its real
+    # high watermark, so the tail may hold acknowledged data: diverged, with the note.
     theirs = [(0, 2, 0), (3, 3, 1)]
     dirs = brokers(
         tmp_path,
@@ -149,11 +155,27 @@ def test_an_uncommitted_tail_awaiting_truncation_is_not_a_divergence(
             3: {("t", 0): PartitionSpec(theirs, high_watermark=4)},
         },
     )
-    verdict = entry(audit(dirs).to_dict(), "t")
+    if clean:
+        (dirs[0] / CLEAN_SHUTDOWN).write_text('{"version":0,"brokerEpoch":12}')
+    result = audit(dirs)
+    verdict = entry(result.to_dict(), "t")
     assert verdict["status"] == status
     assert verdict["diverged_at"] == (None if status == "consistent" else 3)
     pending = "broker 1 differs from the leader (broker 2) from offset 3"
-    assert any(pending in n for n in verdict["notes"]) == (status == "consistent")
+    assert any(pending in n for n in verdict["notes"]) == (own_hw == 3)
+    if own_hw == 3:
+        assert verdict["pending_truncation"] == {
+            "replicas": [1],
+            "start": 3,
+            "end": 4,
+            "checkpoint_trusted": clean,
+        }
+        said = "holds no clean-shutdown marker" if not clean else "proves a clean shutdown"
+        assert any(said in n for n in verdict["notes"])
+    else:
+        assert verdict["pending_truncation"] is None
+    if status == "consistent":
+        assert "t-0: consistent once truncated: broker(s) 1 hold a tail [3, 4)" in render(result)
 
 
 def test_divergence_in_one_partition_of_many(tmp_path: Path) -> None:

@@ -275,3 +275,63 @@ def test_damage_shows_at_its_offset(tmp_path: Path, how: str, offset: int) -> No
         damage.drop_record(segment, offset)
     assert audit(dirs).partitions[0].status == "diverged"
     assert audit(dirs).partitions[0].diverged_at == offset
+
+
+# A replica stopped for maintenance while its peers' cleaners go on: broker 1 holds the
+# raw [0, 9] and stops there; broker 2 (the leader) took [10, 12] (k0..k2 again, which
+# supersede [5, 7]) and cleaned up to 13, past broker 1's end.
+LATE = [rec(o, f"k{o - 10}", f"d{o}") for o in range(10, 13)]
+
+
+def lagging_and_cleaned(tmp_path: Path, *, third: bool = False) -> list[Path]:
+    leader = [[batch(0, 4, [B0[3]]), batch(5, 9, [])], [batch(10, 12, LATE)]]
+    dirs = [
+        craft.write_cleaned_replica(tmp_path / "b1", 1, T, raw()[:1], high_watermark=10),
+        craft.write_cleaned_replica(
+            tmp_path / "b2", 2, T, leader, cleaned_to=13, high_watermark=13
+        ),
+    ]
+    if third:  # a replica that really diverged, so that the audit predicts every follower
+        other = [raw()[0], [batch(10, 12, [*LATE[:2], rec(12, "k2", "zz")])]]
+        dirs.append(craft.write_cleaned_replica(tmp_path / "b3", 3, T, other, high_watermark=13))
+    return dirs
+
+
+def test_a_lagging_replica_is_a_prefix_of_a_cleaner_that_ran_past_its_end(
+    tmp_path: Path,
+) -> None:
+    result = audit(lagging_and_cleaned(tmp_path))
+    (verdict,) = result.partitions
+    assert verdict.status == "consistent", render(result)
+    assert result.exit_code == 0
+    # Compared as compaction allows only over what both hold: up to broker 1's end.
+    assert [(x["start"], x["end"]) for x in verdict.lenient] == [(0, 10)]
+    assert verdict.lagging == {1: 10}
+    assert "broker 1" in render(result) and "lags" in render(result)
+
+
+def test_the_prediction_for_a_lagging_compacted_follower_uses_the_same_rule(
+    tmp_path: Path,
+) -> None:
+    verdict = audit(lagging_and_cleaned(tmp_path, third=True)).partitions[0]
+    assert (verdict.status, verdict.diverged_at) == ("diverged", 12)
+    assert verdict.leader == 2
+    assert verdict.predictions[1].outcome.value == "consistent"
+    assert verdict.predictions[3].outcome.value == "diverged"
+    assert verdict.predictions[3].diverged_at == 12
+
+
+@pytest.mark.parametrize("broker", [1, 2])
+def test_a_changed_record_below_the_lagging_end_is_still_found(tmp_path: Path, broker: int) -> None:
+    dirs = lagging_and_cleaned(tmp_path)
+    damage.change_record_value(dirs[broker - 1] / "c-0" / craft.segment_name(0), 3, b"changed")
+    verdict = audit(dirs).partitions[0]
+    assert (verdict.status, verdict.diverged_at) == ("diverged", 3)
+
+
+def test_a_record_the_lagging_replica_lacks_below_its_end_is_found(tmp_path: Path) -> None:
+    dirs = lagging_and_cleaned(tmp_path)
+    # Broker 1 lost k3 (offset 3), which nothing supersedes and broker 2 kept.
+    damage.drop_record(dirs[0] / "c-0" / craft.segment_name(0), 3)
+    verdict = audit(dirs).partitions[0]
+    assert (verdict.status, verdict.diverged_at) == ("diverged", 3)

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
+
 from checkers.simulate import Simulator
 from faults import elections, network, power, process, replication, session
 from fixtures.config import zookeeper_config
@@ -109,8 +111,8 @@ class Live:
             return None
         try:
             node = active_controller(self.cluster)
-        except Exception:  # noqa: BLE001 - no /controller znode: no controller
-            return None
+        except NoNodeError:  # no /controller znode: no controller. Anything else is an
+            return None  # observation that failed, never "no controller"
         return node.node_id if node.node_id in self._registered else None
 
     def view(self) -> View:

@@ -32,7 +32,8 @@ from typing import Any
 
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
-from runrecord.replay import BACKGROUND, DIVERGED, LOST, STUCK, Judgement
+from runrecord.outcome import CONSISTENT, Outcome, Symptom, high_watermark_clause
+from runrecord.replay import BACKGROUND, DIVERGED, LOST, STUCK, UNJUDGED, Judgement
 
 SCHEDULE_PARTITION = 0  # the partition the schedule's steps write to; the model's
 BACKGROUND_PARTITION = 1  # the background workload's
@@ -52,11 +53,13 @@ class Observed:
     """What a run observed of one partition after the heal."""
 
     converged: bool
+    # The disk audit's status (None: it gave none, and `unjudged` says why).
+    audit_status: str | None
     stuck_lines: dict[int, str] = field(default_factory=dict)  # broker -> log line
     stalled: bool = False
     isr: list[int] = field(default_factory=list)
     log_end_offsets: dict[int, int] = field(default_factory=dict)
-    audit_status: str = "consistent"
+    unjudged: str = ""  # why the partition cannot be judged: no audit verdict, an audit error
     diverged_at: int | None = None
     below_high_watermark: bool = False
     durable_lost: list[int] = field(default_factory=list)  # offsets of lost acks=all writes
@@ -141,13 +144,11 @@ def judge_partition(
                 f"{seen.log_end_offsets}"
             )
         return STUCK, f"a follower cannot make progress after the heal ({why})", None
+    if seen.audit_status is None or seen.unjudged:
+        return UNJUDGED, f"not judged: {seen.unjudged or 'the disk audit gave no verdict'}", None
     if seen.audit_status == "diverged":
-        where = "below" if seen.below_high_watermark else "above"
-        return (
-            DIVERGED,
-            f"replicas diverged at offset {seen.diverged_at} ({where} the high watermark)",
-            None,
-        )
+        where = high_watermark_clause(seen.below_high_watermark)
+        return DIVERGED, f"replicas diverged at offset {seen.diverged_at} ({where})", None
     rule: str | None = None
     if seen.durable_lost:
         allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
@@ -179,7 +180,7 @@ def judge(
     if exited:
         evidence["exited"] = {str(b): why for b, why in exited.items()}
     for p in sorted(kinds, key=lambda x: x != SCHEDULE_PARTITION):
-        if kinds[p] is not None:
+        if kinds[p] not in (None, UNJUDGED):
             failure = kinds[p] if p == SCHEDULE_PARTITION else f"{kinds[p]}{BACKGROUND}"
             where = "" if p == SCHEDULE_PARTITION else " (the background workload's partition)"
             return Judgement(
@@ -187,7 +188,11 @@ def judge(
             )
     rule = next((r for r in rules.values() if r), None)
     summary = "; ".join(f"partition {p}: {lines[p]}" for p in sorted(lines))
-    return Judgement(None, summary, None, rule, evidence, kinds)
+    unjudged = "; ".join(f"partition {p}: {lines[p]}" for p in sorted(kinds)
+                         if kinds[p] == UNJUDGED)  # fmt: skip
+    if unjudged:
+        summary = f"not reached: {unjudged}"
+    return Judgement(None, summary, None, rule, evidence, kinds, unjudged)
 
 
 def _evidence(seen: Observed) -> dict[str, Any]:
@@ -198,9 +203,42 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "isr": seen.isr,
         "log_end_offsets": {str(b): v for b, v in seen.log_end_offsets.items()},
         "audit": seen.audit_status,
+        "unjudged": seen.unjudged,
         "diverged_at": seen.diverged_at,
         "durable_lost": seen.durable_lost[:100],
         "dropped_by_power_loss": [list(r) for r in seen.dropped],
         "unclean_elections": unclean_elections(seen.states),
         "recovering": recovering(seen.states),
     }
+
+
+def observed_symptom(judgement: Judgement) -> Symptom:
+    """What the brokers showed, as a symptom: the finding's kind (a background partition's
+    carries BACKGROUND) and where, or consistency."""
+    if judgement.failure is None:
+        return Symptom(CONSISTENT)
+    seen = judgement.evidence.get("partitions", {}).get(str(judgement.partition), {})
+    if judgement.failure == DIVERGED:
+        return Symptom(DIVERGED, seen.get("diverged_at"))
+    if judgement.failure == LOST:
+        lost = seen.get("durable_lost") or [None]
+        return Symptom(LOST, lost[0])
+    if judgement.failure == STUCK:
+        return Symptom(STUCK, replicas=sorted(int(b) for b in seen.get("stuck", {})) or None)
+    return Symptom(judgement.failure)
+
+
+def schedule_outcome(judgement: Judgement, expected: Symptom | None) -> tuple[Outcome, Outcome]:
+    """(outcome, expected outcome) of a judged schedule. Without a declared symptom every
+    invariant must hold; with one (the schedule's `expect`), "reproduced" means exactly
+    that symptom, and any other finding is "diverged"."""
+    if judgement.unjudged and judgement.failure is None:
+        return Outcome.NOT_REACHED, Outcome.CONSISTENT
+    wanted = Outcome.CONSISTENT
+    if expected is not None and expected.kind != CONSISTENT:
+        wanted = Outcome.REPRODUCED
+    if judgement.failure is None:
+        return Outcome.CONSISTENT, wanted
+    if expected is not None and expected.matches(observed_symptom(judgement)):
+        return Outcome.REPRODUCED, wanted
+    return Outcome.DIVERGED, wanted

@@ -33,11 +33,12 @@ from observe.state import StateRecorder
 from observe.timeline import Timeline
 from reports.judge import history as check_sends
 from runrecord.history import DURABLE_ACKS
-from runrecord.outcome import Outcome
+from runrecord.outcome import Outcome, SymptomPair
 from runrecord.replay import Comparison, Judgement, StepResult
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import Schedule, write_schedule
+from runrecord.schedule_expect import expected_symptom
 from runrecord.typed import to_json
 from suites.broker_logs import fetcher_dies, log_mark, stuck_follower
 from suites.convergence import converge
@@ -50,6 +51,8 @@ from suites.explore.judge import (
     Observed,
     StateSeen,
     judge,
+    observed_symptom,
+    schedule_outcome,
 )
 from suites.scenario import RunContext, ScenarioError
 from suites.steps import write_batch
@@ -384,8 +387,17 @@ def _body(
     )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict
-    verdict.outcome = Outcome.CONSISTENT if judgement.failure is None else Outcome.DIVERGED
+    expected = expected_symptom(schedule.expect, cluster.release.parts, cluster.mode)
+    verdict.outcome, verdict.expected = schedule_outcome(judgement, expected)
+    observed = observed_symptom(judgement)
+    if expected is not None:
+        verdict.symptom = SymptomPair(expected, observed)
     verdict.summary = judgement.summary
+    if verdict.outcome == Outcome.DIVERGED and expected is not None:
+        verdict.summary = (
+            f"the brokers showed {observed.describe()}, not the schedule's expected "
+            f"{expected.describe()}: {verdict.summary}"
+        )
     agreement = "agrees" if comparison.agree else "DISAGREES"
     verdict.summary += (
         f"; the model ({prediction.protocol.rules}) {agreement}: {comparison.prediction}"
@@ -435,10 +447,18 @@ def _observe(
     run = execute(plan_audit([ctx.run.path], topic), release.protocol, on_partition)
     ctx.run.write_audit(run.result.to_dict())
     verdicts = {v.partition: v for v in run.result.partitions if v.topic == topic}
+    errors = [str(e.error) for e in run.result.errors]
     out: dict[int, Observed] = {}
     for p in PARTITIONS:
         state = convergence.partitions.get(p, {})
         v = verdicts.get(p)
+        unjudged = ""
+        if v is None:
+            unjudged = f"the disk audit gave no verdict for {topic}-{p}"
+        elif p not in checks:
+            unjudged = f"the acknowledged writes of {topic}-{p} were not checked"
+        if errors:  # an input the audit could not read may hide any partition's data
+            unjudged = "; ".join([*filter(None, [unjudged]), f"audit errors: {errors[:3]}"])
         loss = checks.get(p) or {}
         lost = [w["offset"] for w in loss.get("lost", []) if w["acks"] in DURABLE_ACKS]
         # A line naming no partition (before 1.0 some name the topic alone) counts for the
@@ -456,7 +476,8 @@ def _observe(
             stalled=convergence.stalled,
             isr=list(state.get("isr", [])),
             log_end_offsets=leos,
-            audit_status=v.status if v is not None else "consistent",
+            audit_status=v.status if v is not None else None,
+            unjudged=unjudged,
             diverged_at=v.diverged_at if v is not None else None,
             below_high_watermark=bool(v and v.below_high_watermark),
             durable_lost=lost,

@@ -11,6 +11,7 @@ from checkers.history import check_history
 from faults import network, power, process
 from observe.replicas import replica, spans
 from observe.state import partition_state
+from runrecord.outcome import DIVERGED, LOST, Symptom
 from suites import broker_logs, steps
 from suites.convergence import converge
 from suites.scenario import Finding, RunContext, Scenario, Topic
@@ -81,17 +82,18 @@ def s1_body(ctx: RunContext) -> Finding:
         "convergence": convergence.to_dict(),
         "checker": verdict.to_dict(),
     }
+    observed = steps.loss_symptom(history, verdict)
     if history.durable_lost:
         return Finding(
-            True,
+            observed,
             f"acknowledged m2 lost: A truncated to its high watermark on "
             f"restart (A held {spans(after_restart)}) and then led",
             details,
         )
     if verdict.status == "diverged":
-        return Finding(True, f"replicas diverged at offset {verdict.diverged_at}", details)
+        return Finding(observed, f"replicas {observed.describe()}", details)
     return Finding(
-        False,
+        observed,
         f"m2 kept: A restarted holding {spans(after_restart)} and led with both records",
         details,
     )
@@ -153,6 +155,8 @@ S1_SCENARIO = Scenario(
     jira="KAFKA-1211",
     fixed_in="0.11.0",
     modes=("zk",),
+    # m2, acknowledged at offset 1, is gone: A truncated it and then led.
+    symptom=Symptom(LOST, offset=1),
 )
 
 S2_SCENARIO = Scenario(
@@ -165,4 +169,6 @@ S2_SCENARIO = Scenario(
     jira="KAFKA-1211",
     fixed_in="0.11.0",
     modes=("zk",),
+    # A keeps m2 at offset 1 where B wrote m4: both committed in their epochs.
+    symptom=Symptom(DIVERGED, offset=1),
 )

@@ -27,6 +27,7 @@ from functools import partial
 
 from faults import elections, network, process, replication, session
 from fixtures.cluster import ClusterSpec
+from runrecord.outcome import DEPARTS, DIVERGED, STUCK, Symptom
 from suites import steps
 from suites.scenario import Departure, Finding, RunContext, Scenario, Topic
 
@@ -138,11 +139,17 @@ MID_BATCH = Departure(
     "offsets 11-20 are missing on the follower",
     reference="Log.truncateTo updates the log end offset to the target offset; from 2.0 "
     "KAFKA-6361 truncates to the end of the last common epoch, a batch boundary",
+    symptom=Symptom(DEPARTS, offset=FIRST, shows=DIVERGED),
 )
 
 
 def _scenario(
-    suffix: str, n: int, fixed_in: str | None, case: str, departures: tuple[Departure, ...] = ()
+    suffix: str,
+    n: int,
+    fixed_in: str | None,
+    case: str,
+    symptom: Symptom | None,
+    departures: tuple[Departure, ...] = (),
 ) -> Scenario:
     return Scenario(
         id=f"kip-279-s1-{suffix}",
@@ -156,11 +163,18 @@ def _scenario(
         min_release="0.11.0",
         min_release_reason="needs leader epochs (KIP-101, 0.11.0)",
         departures=departures,
+        symptom=symptom,
     )
 
 
-SHORT = _scenario("short", 15, "2.0.0", "n < 20: the follower gets stuck")
-EQUAL = _scenario("equal", 20, "2.0.0", "n == 20: silent divergence")
+# n < 20: B, the follower, cannot append A's [11, 20] over its own [11, n].
+SHORT = _scenario(
+    "short", 15, "2.0.0", "n < 20: the follower gets stuck", Symptom(STUCK, replicas=[B])
+)
+# n == 20: B keeps [11, 20] of e2 where A holds [11, 20] of e1.
+EQUAL = _scenario(
+    "equal", 20, "2.0.0", "n == 20: silent divergence", Symptom(DIVERGED, offset=FIRST)
+)
 LONG = _scenario(
-    "long", 25, None, "n > 20: converges even before the fix, says the KIP", (MID_BATCH,)
+    "long", 25, None, "n > 20: converges even before the fix, says the KIP", None, (MID_BATCH,)
 )

@@ -23,6 +23,7 @@ from faults import process
 from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.state import partition_state
+from runrecord.outcome import DIVERGED, Symptom
 from suites import steps
 from suites.scenario import Finding, RunContext, Scenario, Topic
 
@@ -112,4 +113,6 @@ SCENARIO = Scenario(
     min_release="0.11.0",
     min_release_reason="needs leader epochs (KIP-101, 0.11.0)",
     modes=("zk",),
+    # A keeps A:0 where B holds B:0.
+    symptom=Symptom(DIVERGED, offset=0),
 )

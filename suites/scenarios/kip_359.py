@@ -26,6 +26,7 @@ from fixtures.cluster import ClusterSpec
 from fixtures.waiting import wait_until
 from observe.state import PartitionState, partition_state
 from runrecord.history import Send
+from runrecord.outcome import CONSISTENT, VIOLATED, Symptom
 from suites import steps
 from suites.convergence import Convergence, converge
 from suites.scenario import Finding, RunContext, Scenario, Topic
@@ -177,11 +178,15 @@ def _measure(
         else "no acks=1 write was truncated"
     )
     if not acks_all.clean:
-        return Finding(True, f"acks=all: {acks_all.line()}; {cost}; {fence}", details)
+        observed = steps.loss_symptom(acks_all, None)
+        if observed.kind == CONSISTENT:  # duplicated or reordered, none lost
+            observed = Symptom(VIOLATED)
+        return Finding(observed, f"acks=all: {acks_all.line()}; {cost}; {fence}", details)
     if verdict.status == "diverged":
-        return Finding(True, f"replicas diverged at {verdict.diverged_at}; {cost}", details)
+        observed = steps.divergence(verdict)
+        return Finding(observed, f"replicas {observed.describe()}; {cost}", details)
     return Finding(
-        False,
+        Symptom(CONSISTENT),
         f"no acknowledged acks=all write lost ({acks_all.acked} acknowledged); {cost}; {fence}",
         details,
     )

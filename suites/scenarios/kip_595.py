@@ -30,6 +30,7 @@ from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe import kraft
+from runrecord.outcome import CONSISTENT, VIOLATED, Symptom
 from suites import broker_logs, steps
 from suites.scenario import Finding, RunContext, Scenario, Topic
 
@@ -195,14 +196,16 @@ def failover_body(ctx: RunContext) -> Finding:
     }
     if verdict.status == "diverged":
         return Finding(
-            True, f"controllers' metadata logs diverged at offset {verdict.diverged_at}", details
+            steps.divergence(verdict),
+            f"controllers' metadata logs diverged at offset {verdict.diverged_at}",
+            details,
         )
     if doubled:
-        return Finding(True, f"epochs with two leaders: {doubled}", details)
+        return Finding(Symptom(VIOLATED), f"epochs with two leaders: {doubled}", details)
     if churn.created == 0:
         raise NotReached("metadata changes during the faults", "no topic was created")
     return Finding(
-        False,
+        Symptom(CONSISTENT),
         f"{len(rounds)} quorum-leader faults, {churn.created} topics created "
         f"meanwhile; metadata logs consistent, one leader per epoch over "
         f"{len(by_epoch)} epochs, every isolated leader gave up leadership",
@@ -295,12 +298,12 @@ def mismatch_body(ctx: RunContext) -> Finding:
     meta_path.write_text(text.replace(f"cluster.id={foreign}", f"cluster.id={original.cluster_id}"))
     if problems:
         return Finding(
-            True,
+            Symptom(VIOLATED),
             f"a broker with a foreign cluster id: {', '.join(problems)} failed ({checks})",
             details,
         )
     return Finding(
-        False,
+        Symptom(CONSISTENT),
         f"broker {STRAY} refused to join ({refusal[0].split('] ', 1)[-1][:150]})"
         f", exited with {checks['exited']}; its log and the cluster's are untouched",
         details,

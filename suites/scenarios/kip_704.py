@@ -32,6 +32,7 @@ from observe.state import history as metadata_history
 from observe.state import state_path as zk_state_path
 from runrecord.conformance import CONFORMS, DEPARTS, VIOLATED, Conformance
 from runrecord.conformance import Statement as Row
+from runrecord.outcome import CONSISTENT, Symptom
 from runrecord.states import StateHistory
 from suites import steps
 from suites.scenario import Finding, RunContext, Scenario, Topic
@@ -155,13 +156,13 @@ def body(ctx: RunContext) -> Finding:
     print(conformance.table())
     if broken:
         return Finding(
-            True,
+            Symptom(VIOLATED),
             f"{len(broken)} implemented invariant(s) broken: "
             + "; ".join(r.statement for r in broken),
             details,
         )
     return Finding(
-        False,
+        Symptom(CONSISTENT),
         f"every implemented invariant holds; {len(departs)} departure(s) "
         "from the KIP's text: " + "; ".join(r.statement for r in departs),
         details,

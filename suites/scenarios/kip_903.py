@@ -42,6 +42,7 @@ from observe.controller import active_controller
 from observe.replicas import replica
 from observe.state import PartitionState, partition_state, state_path
 from observe.state import history as metadata_history
+from runrecord.outcome import LOST, Symptom
 from suites import broker_logs, steps
 from suites.scenario import Finding, RunContext, Scenario, Topic
 
@@ -203,14 +204,14 @@ def body(ctx: RunContext) -> Finding:
         cluster, TOPIC, B if accepted else None, what="5: B, in the ISR, elected; else no one"
     )
     process.restart(cluster, a)
-    bug, verdicts, details = steps.judge_loss(ctx, TOPIC, sends, [A, B])
+    observed, verdicts, details = steps.judge_loss(ctx, TOPIC, sends, [A, B])
     details |= {"alter_partition": said, "registration": registered, "elected": str(elected)}
     how = (
         f"the delayed AlterPartition was {said} after B's new registration "
         f"({'zxid' if ctx.mode == 'zk' else 'metadata offset'} {registered}); "
         f"then {elected}"
     )
-    return Finding(bug, f"{how}; {verdicts}", details)
+    return Finding(observed, f"{how}; {verdicts}", details)
 
 
 SCENARIO = Scenario(
@@ -233,4 +234,6 @@ SCENARIO = Scenario(
         "broker epochs in AlterPartition (KafkaController.processAlterPartition), and "
         "ZooKeeper mode was removed in 4.0"
     },
+    # B, empty, elected: every acknowledged record, from offset 0, is gone.
+    symptom=Symptom(LOST, offset=S0[0]),
 )

@@ -47,6 +47,7 @@ from observe.state import PartitionState, partition_state, wait_state
 from observe.state import history as metadata_history
 from runrecord.conformance import Statement
 from runrecord.history import Send
+from runrecord.outcome import LOST, Symptom
 from runrecord.states import StateHistory
 from suites import broker_logs, steps
 from suites.scenario import Finding, RunContext, Scenario, Topic
@@ -56,6 +57,7 @@ TOPIC = "kip966"
 A, B, C = 1, 2, 3
 BATCH = 5
 S0, S1 = (0, BATCH - 1), (BATCH, 2 * BATCH - 1)  # acks=all; S2, one acks=1 record, follows
+S1_LOST = Symptom(LOST, offset=S1[0])  # the bug: acknowledged S1 gone from the final log
 LAG_MS = 10000  # how long a cut-off follower stays in the ISR
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"  # written on a clean stop, deleted at start
 # Before KAFKA-7414 (2.0.1, 2.1.0) a follower whose leader's log is shorter than its own,
@@ -203,7 +205,7 @@ def _finish(
     how: str,
     since: dict[int, int] | None = None,
 ) -> Finding:
-    bug, verdicts, details = steps.judge_loss(ctx, TOPIC, sends, [A, B, C], since=since)
+    observed, verdicts, details = steps.judge_loss(ctx, TOPIC, sends, [A, B, C], since=since)
     _record_history(ctx, story)
     conformance = table(rows(story))
     ctx.run.write_conformance(conformance)
@@ -214,9 +216,9 @@ def _finish(
         "states": {k: str(v) for k, v in story.states.items()},
         "conformance": [vars(r) for r in conformance.statements],
     }
-    if bug:
-        return Finding(True, f"acknowledged S1 lost: {how}; {verdicts}", details)
-    return Finding(False, f"S1 kept: {how}; {verdicts}", details)
+    if observed.kind == LOST:
+        return Finding(observed, f"acknowledged S1 lost: {how}; {verdicts}", details)
+    return Finding(observed, f"S1 kept: {how}; {verdicts}", details)
 
 
 def body(ctx: RunContext) -> Finding:
@@ -337,6 +339,7 @@ SCENARIO = Scenario(
     # switched on (the -elr variant).
     fixed_in="4.1.0",
     unfixed={"zk": NO_ZK_ELR},
+    symptom=S1_LOST,
 )
 
 
@@ -375,4 +378,5 @@ LAST_KNOWN_LEADER = _elr_on(
         "(PartitionChangeBuilder.canElectLastKnownLeader); KIP-966 part 2 (unclean "
         "recovery) never shipped"
     },
+    symptom=S1_LOST,
 )

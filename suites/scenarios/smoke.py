@@ -11,7 +11,9 @@ from checkers.history import check_history
 from faults import process
 from fixtures.cluster import ClusterSpec
 from fixtures.waiting import wait_until
+from runrecord.outcome import CONSISTENT, VIOLATED, Symptom
 from suites.scenario import Finding, RunContext, Scenario, Topic
+from suites.steps import loss_symptom
 from suites.workload import HistoryProducer, read_partition
 
 TOPIC = "smoke"
@@ -63,9 +65,12 @@ def body(ctx: RunContext) -> Finding:
     check = check_history(acked, read_partition(cluster, TOPIC))
     details = {"history": check.to_dict(), "killed_leader": leader, "new_leader": moved.leader}
     if not check.clean:
-        return Finding(True, check.line(), details)
+        observed = loss_symptom(check, None)
+        return Finding(
+            observed if observed.kind != CONSISTENT else Symptom(VIOLATED), check.line(), details
+        )
     return Finding(
-        False,
+        Symptom(CONSISTENT),
         f"all {check.acked} acknowledged records present once and in order; leadership "
         f"moved {leader} -> {moved.leader} and back into a full ISR",
         details,

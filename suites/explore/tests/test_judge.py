@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
-from runrecord.replay import BACKGROUND, DIVERGED, LOST, STUCK
+from runrecord.replay import BACKGROUND, DIVERGED, LOST, STUCK, UNJUDGED
 from suites.explore.judge import (
     Observed,
     StateSeen,
@@ -22,7 +22,12 @@ KRAFT_43 = {"release": Release("4.3.1"), "mode": "kraft"}
 
 
 def clean(**fields: object) -> Observed:
-    base = {"converged": True, "isr": [1, 2], "log_end_offsets": {1: 10, 2: 10}}
+    base = {
+        "converged": True,
+        "audit_status": "consistent",
+        "isr": [1, 2],
+        "log_end_offsets": {1: 10, 2: 10},
+    }
     return Observed(**{**base, **fields})  # type: ignore[arg-type]
 
 
@@ -31,6 +36,24 @@ def test_everything_held() -> None:
     assert j.failure is None
     assert j.partitions == {0: None, 1: None}
     assert "no acknowledged acks=all write lost" in j.summary
+
+
+def test_a_partition_the_audit_gave_no_verdict_for_is_not_reached() -> None:
+    # Nothing is consistent by default: without the audit's verdict there is no judgement.
+    j = judge({0: clean(audit_status=None), 1: clean()}, unclean_enabled=False, **ZK)
+    assert j.failure is None
+    assert j.unjudged == "partition 0: not judged: the disk audit gave no verdict"
+    assert j.summary.startswith("not reached: partition 0")
+    assert j.partitions == {0: UNJUDGED, 1: None}
+    errors = clean(unjudged="audit errors: ['b1/data/s-0/0.log: bad CRC at byte 0']")
+    j = judge({0: clean(), 1: errors}, unclean_enabled=False, **ZK)
+    assert "bad CRC at byte 0" in j.unjudged
+
+
+def test_a_finding_stands_beside_an_unjudged_partition() -> None:
+    seen = clean(audit_status="diverged", diverged_at=3)
+    j = judge({0: seen, 1: clean(audit_status=None)}, unclean_enabled=False, **ZK)
+    assert (j.failure, j.partition) == (DIVERGED, 0)
 
 
 def test_a_stuck_follower_comes_before_its_divergence() -> None:
@@ -59,7 +82,7 @@ def test_divergence_and_the_background_partition() -> None:
     j = judge({0: clean(audit_status="diverged", diverged_at=11, below_high_watermark=True)},
               unclean_enabled=False, **ZK)  # fmt: skip
     assert j.failure == DIVERGED
-    assert "diverged at offset 11 (below the high watermark)" in j.summary
+    assert "diverged at offset 11 (below the high watermark: committed data" in j.summary
     j = judge({0: clean(), 1: clean(audit_status="diverged", diverged_at=40)},
               unclean_enabled=False, **ZK)  # fmt: skip
     assert (j.failure, j.partition) == (DIVERGED + BACKGROUND, 1)
