@@ -97,6 +97,10 @@ class PartitionStateEvent:
     from_snapshot: bool = False
     elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966)
     last_known_elr: tuple[int, ...] = ()
+    # The record named a new leader that the log has fenced (or not registered) at that
+    # offset: a controller must elect only unfenced brokers (KAFKA-19522: a fenced last
+    # known leader was elected on 4.0, PartitionChangeBuilder.canElectLastKnownLeader).
+    leader_fenced: bool = False
 
     @property
     def recovering(self) -> bool:
@@ -120,6 +124,7 @@ class PartitionStateEvent:
             "from_snapshot": self.from_snapshot,
             "elr": list(self.elr),
             "last_known_elr": list(self.last_known_elr),
+            "leader_fenced": self.leader_fenced,
         }
 
 
@@ -392,6 +397,16 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
             continue
         states[(f["topic_id"], f["partition"])] = st
         by_topic[f["topic_id"]].add(f["partition"])
+        named = f["leader"]  # -2 (no change) and -1 (no leader) name none
+        registered = log.brokers.get(named) if named >= 0 else None
+        # Only where the log holds the broker's registration: a log read from its middle,
+        # without a snapshot, does not know every broker.
+        fenced_leader = (
+            named >= 0
+            and not e.from_snapshot
+            and bool(log.registrations)
+            and (registered is None or registered.fenced)
+        )
         log.events.append(
             PartitionStateEvent(
                 topic=log.topics.get(f["topic_id"]),
@@ -410,6 +425,7 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
                 from_snapshot=e.from_snapshot,
                 elr=st.elr,
                 last_known_elr=st.last_known_elr,
+                leader_fenced=fenced_leader,
             )
         )
 

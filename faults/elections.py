@@ -55,8 +55,11 @@ def _admin_elect(
             error = exc
         if error is not None and any(code in str(error) for code in _RETRIABLE):
             timed_out = True
-            if "NOT_CONTROLLER" in str(error):
-                cluster.admin(fresh=True)  # learn who the controller is now
+            if "NOT_CONTROLLER" in str(error) or "waiting for controller" in str(error):
+                # Learn who the controller is now. In KRaft brokers name a random live broker
+                # as the controller; librdkafka waits for the one it last knew, even when
+                # it is down (seen on 4.3.1: "Timed out waiting for controller").
+                cluster.admin(fresh=True)
             raise RuntimeError(str(error))  # not yet: wait_until tries again
         if error is not None and timed_out and "ELECTION_NOT_NEEDED" in str(error):
             # A ZooKeeper-mode broker answers ElectLeaders (KIP-460) only once its metadata cache

@@ -1,12 +1,21 @@
-"""Simulated power loss: SIGKILL a node, then drop what an OS crash would have lost.
+"""Power loss: the node stops at once, and its disks keep only what was durable.
 
 Kafka does not fsync appends (log.flush.* default to never); the page cache holds them until
-the OS writes back. After a power cut a partition keeps roughly what was flushed at its
-recovery point, and loses the tail after it: KIP-101 scenario 2's "messages are flushed
-asynchronously". logfork cuts each partition's log at its checkpointed recovery point, or at
-a chosen offset, on a batch boundary. Checkpoint files are written with fsync, so they
-survive, except that a recovery point above the new log end is lowered (the recovery pass
-then rebuilds the truncated segment's indexes).
+the OS writes back. Two ways to say what a power cut leaves, chosen per fault (the model is
+recorded in the timeline):
+
+- "cut" (the first wave's model, kept so that old runs replay the same): SIGKILL, then
+  each partition's log is cut at its checkpointed recovery point, or at a chosen offset, on a
+  batch boundary: KIP-101 scenario 2's "messages are flushed asynchronously". Checkpoint
+  files are assumed to survive, except that a recovery point above the new log end is
+  lowered (the recovery pass then rebuilds the truncated segment's indexes).
+- "unsynced", "torn", "reorder": the node's log dirs sit on a crash-simulating filesystem
+  (fixtures.disks), which loses every write, create, rename, unlink and truncate that no
+  fsync made durable, in every file (segments, indexes, every checkpoint, the clean-shutdown
+  marker, the KRaft metadata log); "torn" keeps a prefix of each file's unsynced pages,
+  "reorder" any subset. The node is frozen, its disks rolled back, then killed; what each
+  file lost is recorded. What the filesystem keeps is decided by the broker's own fsyncs
+  (and by `writeback`, the OS writing dirty pages back on its own).
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from faults import process
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
+from runrecord.power import CUT
+from runrecord.typed import to_json, write_text
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 _COMPANIONS = (".index", ".timeindex", ".txnindex")
@@ -30,7 +41,7 @@ _COMPANIONS = (".index", ".timeindex", ".txnindex")
 class Loss:
     topic: str
     partition: int
-    cut_at: int  # the offset asked for
+    cut_at: int | None  # the offset asked for (None: a filesystem model decided)
     end_before: int
     end_after: int  # on a batch boundary at or below cut_at
     bytes_dropped: int
@@ -85,9 +96,7 @@ def _lower_recovery_points(data_dir: Path, ends: dict[tuple[str, int], int]) -> 
     points = read_offset_checkpoint(path)
     lowered = {tp: min(off, ends.get(tp, off)) for tp, off in points.items()}
     lines = ["0", str(len(lowered))] + [f"{t} {p} {o}" for (t, p), o in sorted(lowered.items())]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def power_loss(
@@ -97,9 +106,19 @@ def power_loss(
     cut_at: dict[tuple[str, int], int] | None = None,
     topics: set[str] | None = None,
     lose: int | None = None,
+    model: str | None = None,
+    seed: int = 0,
 ) -> dict[tuple[str, int], Loss]:
-    """Kill the node and cut each partition after its recovery point (or at `cut_at`).
-    `lose`: drop only the last `lose` batches, never below the recovery point."""
+    """Cut the node's power under `model` (default: the cluster's). "cut": kill it and cut
+    each partition after its recovery point (or at `cut_at`; `lose`: drop only the last
+    `lose` batches, never below the recovery point). A filesystem model decides itself
+    what is lost (`cut_at` and `lose` do not apply); `seed` draws what "torn" and "reorder"
+    keep."""
+    model = model or cluster.power_model
+    if model != CUT:
+        if cut_at is not None or lose is not None:
+            raise ValueError(f"the {model} model decides what is lost: no cut_at or lose")
+        return _filesystem_loss(cluster, node, model, seed, topics)
     process.kill(cluster, node)
     points = read_offset_checkpoint(node.data_dir / RECOVERY_POINT)
     losses: dict[tuple[str, int], Loss] = {}
@@ -124,6 +143,71 @@ def power_loss(
         "fault",
         "power-loss",
         node=node.name,
+        model=CUT,
         losses={f"{t}-{p}": [x.end_before, x.end_after] for (t, p), x in losses.items()},
     )
     return losses
+
+
+def _log_ends(node: Node, topics: set[str] | None) -> dict[tuple[str, int], tuple[int, int]]:
+    """Each partition's (log end, bytes of segments), over all the node's log dirs."""
+    ends = {}
+    for data_dir in node.log_dirs:
+        for tp, pdir in _partition_dirs(data_dir, topics).items():
+            scan = scan_partition(pdir)
+            end = scan.batches[-1].last_offset + 1 if scan.batches else 0
+            ends[tp] = (end, sum(s.size for s in scan.segments))
+    return ends
+
+
+def _filesystem_loss(
+    cluster: Cluster, node: Node, model: str, seed: int, topics: set[str] | None
+) -> dict[tuple[str, int], Loss]:
+    """Freeze the node (it does nothing more, as at a power cut), roll its disks back under
+    the model, kill it, and mount the survivors for its next start."""
+    disks = cluster.disks
+    if disks is None or not disks.of(node):
+        raise NotReached(
+            f"{node.name}'s log dirs on a crash-simulating filesystem ({model})",
+            f"the cluster was started with power model {cluster.power_model}",
+        )
+    if node.status() != "running":
+        raise NotReached(f"{node.name} running before its power loss", f"status {node.status()}")
+    before = _log_ends(node, topics)
+    process.pause(cluster, node)
+    reports = disks.crash(node, model, seed)  # type: ignore[arg-type]
+    node.kill("SIGKILL")  # a frozen container dies at once; nothing it held runs again
+    process.await_status(node, {"exited"}, "exited after its power loss")
+    disks.remount(node)
+    after = _log_ends(node, topics)
+    losses = {
+        tp: Loss(tp[0], tp[1], None, end, after.get(tp, (0, 0))[0], size - after.get(tp, (0, 0))[1])
+        for tp, (end, size) in before.items()
+    }
+    cluster.timeline.record(
+        "fault",
+        "power-loss",
+        node=node.name,
+        model=model,
+        seed=seed,
+        losses={f"{t}-{p}": [x.end_before, x.end_after] for (t, p), x in losses.items()},
+        dropped=[
+            {
+                "log_dir": disk.log_dir.name,
+                "files": [to_json(f) for f in report.files],
+                "namespace": [to_json(n) for n in report.namespace],
+            }
+            for disk, report in zip(disks.of(node), reports, strict=True)
+        ],
+    )
+    return losses
+
+
+def writeback(cluster: Cluster, node: Node) -> None:
+    """The OS writes back every dirty page of the node's disks (and their directories) on
+    its own, as its flusher threads do seconds after a write: what was written so far
+    survives a later power loss. Only on a crash-simulating filesystem."""
+    if cluster.disks is None:
+        raise NotReached(f"{node.name}'s disks on a crash-simulating filesystem", "none")
+    cluster.disks.writeback(node)
+    cluster.timeline.record("note", "writeback", node=node.name)

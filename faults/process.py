@@ -15,7 +15,7 @@ from fixtures.nodes import Node
 from fixtures.waiting import STEADY, WaitTimeout, wait_until
 
 
-def _await_status(node: Node, wanted: set[str], what: str, timeout: float = 30.0) -> None:
+def await_status(node: Node, wanted: set[str], what: str, timeout: float = 30.0) -> None:
     try:
         wait_until(
             node.status, lambda s: s in wanted, what=what, timeout=timeout, max_interval=STEADY
@@ -31,7 +31,7 @@ def kill(cluster: Cluster, node: Node, *, signal: str = "SIGKILL") -> None:
         raise NotReached(f"{node.name} running before {signal}", f"status {node.status()}")
     node.kill(signal)
     # SIGTERM leaves Kafka time for a controlled shutdown (it moves leaders away first).
-    _await_status(
+    await_status(
         node, {"exited"}, f"exited after {signal}", timeout=120 if signal == "SIGTERM" else 30
     )
     cluster.timeline.record(
@@ -67,7 +67,7 @@ def restart(
             what=f"broker {node.node_id}'s previous session to expire",
         )
     node.start()
-    _await_status(node, {"running"}, "running again")
+    await_status(node, {"running"}, "running again")
     if on_running is not None:
         on_running()
     if node.is_broker:
@@ -110,13 +110,13 @@ def pause(cluster: Cluster, node: Node) -> None:
     """Freeze every process of the node (cgroup freezer): no CPU, no timers, no replies.
     Requests sent to it queue in its sockets and are served on resume."""
     node.pause()
-    _await_status(node, {"paused"}, "paused")
+    await_status(node, {"paused"}, "paused")
     cluster.timeline.record("fault", "pause", node=node.name)
 
 
 def resume(cluster: Cluster, node: Node) -> None:
     node.unpause()
-    _await_status(node, {"running"}, "running after resume")
+    await_status(node, {"running"}, "running after resume")
     network.remove_deferred(node)  # what a heal could not remove while it was frozen
     cluster.timeline.record("heal", "resume", node=node.name)
 

@@ -12,10 +12,10 @@ from typing import Any
 from fixtures.catalog import Section, render
 from fixtures.errors import LogforkError
 from fixtures.releases import Release
-from reports.render import _atomic_write, _common, environment
+from reports.render import _common, environment
 from runrecord.atlas import Atlas, AtlasEntry, AtlasRow
 from runrecord.outcome import Outcome
-from runrecord.typed import read_json, write_json
+from runrecord.typed import read_json, write_json, write_text
 
 INDEX_HTML, ATLAS_JSON, ATLAS_MD = "index.html", "atlas.json", "atlas.md"
 OUTCOMES = tuple(o.value for o in Outcome)
@@ -156,9 +156,9 @@ def write_atlas(atlas: Atlas, out_dir: Path) -> Path:
     """index.html, atlas.json and atlas.md in `out_dir`; returns the index."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / ATLAS_JSON, atlas)
-    _atomic_write(out_dir / ATLAS_MD, atlas_markdown(atlas) + "\n")
+    write_text(out_dir / ATLAS_MD, atlas_markdown(atlas) + "\n")
     path = out_dir / INDEX_HTML
-    _atomic_write(path, render_atlas(atlas))
+    write_text(path, render_atlas(atlas))
     return path
 
 

@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reports.render import _atomic_write, _common, environment
+from reports.render import _common, environment
 from runrecord.explore import ExploreRecord
-from runrecord.typed import to_json
+from runrecord.typed import to_json, write_text
 
 PAGE = "explore.html"
 
@@ -48,5 +48,5 @@ def write_explore_page(record: ExploreRecord, out: Path) -> Path:
     template = environment().get_template("explore.html.j2")
     html = template.render(x=explore_view(record, page_dir), **_common())
     path = page_dir / PAGE
-    _atomic_write(path, html)
+    write_text(path, html)
     return path

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -21,6 +20,7 @@ from reports import charts
 from reports.index_view import index_entry, index_view
 from reports.results import PipelineResult, RunResult
 from reports.view import run_view
+from runrecord.typed import write_text
 
 INDEX_HTML, INDEX_JSON = "index.html", "index.json"
 
@@ -72,7 +72,7 @@ def write_report(
     """Write one run's report to `path`; returns its view (for the index)."""
     view = run_view(run, engine=engine, timings=timings)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, render_report(view))
+    write_text(path, render_report(view))
     return view
 
 
@@ -99,9 +99,9 @@ def write_index(out_dir: Path, entries: Sequence[dict[str, Any]]) -> Path:
     for entry in entries:
         by_key[entry["key"]] = entry
     merged = sorted(by_key.values(), key=lambda e: e["key"])
-    _atomic_write(out_dir / INDEX_JSON, json.dumps(merged, indent=1, default=str) + "\n")
+    write_text(out_dir / INDEX_JSON, json.dumps(merged, indent=1, default=str) + "\n")
     path = out_dir / INDEX_HTML
-    _atomic_write(path, render_index(merged))
+    write_text(path, render_index(merged))
     return path
 
 
@@ -116,9 +116,3 @@ def _load_entries(path: Path) -> list[dict[str, Any]]:
         return []
     needed = {"key", "href", "scenario", "release", "mode", "outcome", "started"}
     return [e for e in data if isinstance(e, dict) and needed <= e.keys()]
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)

@@ -74,12 +74,40 @@ def describe_event(event: dict[str, Any]) -> str:
     if kind in (EventKind.FAULT, EventKind.HEAL):
         if event.get("cut") is not None:
             return f"{name} {event['cut']}"
+        if event.get("node") is not None and name == "power-loss":
+            return f"{name} {event['node']}: {power_loss_text(event)}"
         if event.get("node") is not None:
             signal = f" ({event['signal']})" if event.get("signal") else ""
             return f"{name} {event['node']}{signal}"
         if event.get("broker") is not None:
             return f"{name} broker {event['broker']}"
     return event_text(event)
+
+
+def power_loss_text(event: dict[str, Any], most: int = 6) -> str:
+    """What a power loss dropped, by its model: per partition the log end before and after;
+    under a filesystem model, per file the byte ranges lost (or the file itself) and each
+    create, rename or unlink undone."""
+    model = event.get("model") or "cut"
+    ends = "; ".join(f"{tp} {a} -> {b}" for tp, (a, b) in (event.get("losses") or {}).items())
+    parts = [f"{model}" + (f", seed {event['seed']}" if event.get("seed") is not None else "")]
+    if ends:
+        parts.append(f"log ends {ends}")
+    lost: list[str] = []
+    for disk in event.get("dropped") or []:
+        for f in disk.get("files", []):
+            if not f.get("survives", True):
+                lost.append(f"{f['path']} as last written: gone")
+            elif f.get("dropped"):
+                ranges = ", ".join(f"{a}-{b}" for a, b in f["dropped"])
+                lost.append(f"{f['path']} bytes {ranges}")
+        for n in disk.get("namespace", []):
+            lost.append(f"{n['op']} {n['path']}" + (f" -> {n['to']}" if n.get("to") else "")
+                        + " undone")  # fmt: skip
+    if lost:
+        more = f" (+{len(lost) - most} more)" if len(lost) > most else ""
+        parts.append("; ".join(lost[:most]) + more)
+    return ": ".join(parts)
 
 
 def short_label(event: dict[str, Any]) -> str:

@@ -33,6 +33,7 @@ class ScheduleEntry:
     report: str | None = None
     fresh_cluster: str | None = None  # why a cluster was started for it
     agreed_if: str = ""  # the model agrees only on this condition (`Comparison.agreed_if`)
+    unpredictable: str = ""  # why the model cannot predict it (`Comparison.unpredictable`)
 
 
 @dataclass

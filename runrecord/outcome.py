@@ -33,7 +33,8 @@ DIVERGED = "diverged"  # replicas hold different data at an offset both hold
 LOST = "lost-acknowledged"  # an acknowledged acks=all write is gone from the final log
 DEPARTS = "departs"  # expected only: the release departs from the KIP's text as documented
 VIOLATED = "violated"  # an invariant of a conformance table broke
-SYMPTOM_KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED)
+FENCED_LEADER = "fenced-leader"  # KRaft: the controller elected a fenced broker (KAFKA-19522)
+SYMPTOM_KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ DONE, SKIPPED, REJECTED = "done", "skipped", "rejected"
 # carries BACKGROUND after its kind.
 DIVERGED, STUCK, LOST = outcome.DIVERGED, outcome.STUCK, outcome.LOST
 UNJUDGED = "unjudged"  # a partition's kind when it could not be judged
+FENCED_LEADER = outcome.FENCED_LEADER
 BACKGROUND = "@background"
 
 
@@ -63,3 +64,8 @@ class Comparison:
     # When only a variant of the model's run agrees (`checkers.simulate.checkpoint_variants`):
     # which, in words. Empty when the model's own prediction agrees, or none does.
     agreed_if: str = ""
+    # What the run told the model before it predicted (what filesystem power losses kept).
+    told: str = ""
+    # Why the model cannot predict this schedule (a power loss rolled back a file it does not
+    # follow): such a schedule counts neither as agreement nor as disagreement.
+    unpredictable: str = ""

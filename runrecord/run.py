@@ -40,6 +40,7 @@ class RunInfo:
     outcome: Outcome | None = None
     as_expected: bool | None = None
     boot: BootInfo | None = None
+    power_model: str = "cut"  # how its power losses lost data (fixtures.disks)
 
 
 @dataclass

@@ -42,6 +42,7 @@ from runrecord.schedule_fields import (
     unknown_fields,
 )
 from runrecord.schedule_steps import (
+    ACTIVE,
     MAX_COUNT,
     MAX_WAIT_SECONDS,
     QUORUM,
@@ -57,6 +58,7 @@ from runrecord.schedule_steps import (
     Pause,
     PowerLoss,
     Produce,
+    Quorum,
     Restart,
     Resume,
     Role,
@@ -70,6 +72,7 @@ from runrecord.schedule_steps import (
 from runrecord.typed import write_text
 
 __all__ = [
+    "ACTIVE",
     "DEFAULT_CHECKPOINT_MS",
     "DEFAULT_LAG_MS",
     "DEFAULT_SESSION_MS",
@@ -93,6 +96,7 @@ __all__ = [
     "Pause",
     "PowerLoss",
     "Produce",
+    "Quorum",
     "Restart",
     "Resume",
     "Role",

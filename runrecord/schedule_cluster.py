@@ -18,6 +18,9 @@ from runrecord.schedule_fields import (
 
 MODES = ("zk", "kraft")
 MAX_BROKERS = 9
+# The features a schedule may format a KRaft cluster with: those the model depends on.
+ELR_FEATURE = "eligible.leader.replicas.version"  # KIP-966: 1 = ELR on
+FEATURES = {ELR_FEATURE: (0, 1)}
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class Cluster:
     topic_config: TopicConfig = field(default_factory=TopicConfig)
     broker_config: BrokerConfig = field(default_factory=BrokerConfig)
     node_config: dict[int, BrokerConfig] = field(default_factory=dict)
+    # KRaft: feature levels the cluster is formatted with (FEATURES): on 4.0 eligible
+    # leader replicas (KIP-966) are on only when formatted with level 1.
+    features: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.replicas:
@@ -183,6 +189,7 @@ CLUSTER_KEYS = (
     "topic_config",
     "broker_config",
     "node_config",
+    "features",
 )
 
 
@@ -251,6 +258,17 @@ def load_cluster(value: Any, problems: Problems) -> Cluster | None:
             problems.add(where, f"keys must be broker ids from 1 to {brokers}")
             continue
         nodes[int(key)] = _load_broker_config(item, where, problems, mode, node=True)
+    features: dict[str, int] = {}
+    raw_features = an_object(obj.get("features", {}), f"{path}.features", problems) or {}
+    if raw_features and mode != "kraft":
+        problems.add(f"{path}.features", "KRaft mode only (set when the storage is formatted)")
+    for name, level in raw_features.items():
+        if name not in FEATURES:
+            problems.add(f"{path}.features.{name}", f"unknown (known: {', '.join(FEATURES)})")
+        elif level not in FEATURES[name] or not is_int(level):
+            problems.add(f"{path}.features.{name}", f"must be one of {FEATURES[name]}")
+        else:
+            features[name] = level
     if len(problems.items) > before:
         return None
     return Cluster(
@@ -263,6 +281,7 @@ def load_cluster(value: Any, problems: Problems) -> Cluster | None:
         topic_config=topic,
         broker_config=broker,
         node_config=dict(sorted(nodes.items())),
+        features=dict(sorted(features.items())),
     )
 
 
@@ -313,4 +332,6 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
             str(b): _broker_config_dict(c, cluster.mode, full=False)
             for b, c in sorted(cluster.node_config.items())
         }
+    if cluster.features:
+        out["features"] = dict(cluster.features)
     return out

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runrecord.outcome import CONSISTENT, DIVERGED, LOST, STUCK, Symptom
+from runrecord.outcome import CONSISTENT, DIVERGED, FENCED_LEADER, LOST, STUCK, Symptom
 from runrecord.schedule_fields import Problems, is_int, json_type, unknown_fields
 
-KINDS = (CONSISTENT, STUCK, DIVERGED, LOST)  # what a schedule's invariants can show
+# What a schedule's invariants can show (suites/explore/judge.py).
+KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, FENCED_LEADER)
 MODES = ("zk", "kraft")
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}$")
 
@@ -71,6 +72,16 @@ def expected_symptom(
     (the invariants alone judge it)."""
     found = next((e for e in expect if e.applies(release, mode)), None)
     return None if found is None else found.symptom
+
+
+def fixed_in(expect: Sequence[Expectation]) -> str | None:
+    """The release a schedule's expectations say fixed its bug: where the first entry that
+    expects one ends (its `before`), when an entry expecting consistency follows it."""
+    for i, e in enumerate(expect):
+        if e.kind != CONSISTENT:
+            later = [x for x in expect[i + 1 :] if x.kind == CONSISTENT]
+            return e.before if later else None
+    return None
 
 
 def load_expect(raw: Any, problems: Problems) -> tuple[Expectation, ...]:

@@ -15,6 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from runrecord.power import CUT, POWER_MODELS
 from runrecord.schedule_cluster import Cluster
 from runrecord.schedule_fields import Problems, an_object, is_int, is_number, unknown_fields
 from runrecord.typed import to_json
@@ -70,6 +71,34 @@ def _check_lose(value: Any) -> tuple[Any, str | None]:
     if value is None or (is_int(value) and value >= 1):
         return value, None
     return None, "must be a positive integer (batches) or null (everything unflushed)"
+
+
+def _check_power_model(value: Any) -> tuple[Any, str | None]:
+    if value in POWER_MODELS:
+        return value, None
+    return None, f"must be one of {', '.join(POWER_MODELS)}"
+
+
+def _check_seed(value: Any) -> tuple[Any, str | None]:
+    if is_int(value) and value >= 0:
+        return value, None
+    return None, "must be a non-negative integer"
+
+
+QUORUM_ACTIONS = ("kill", "restart", "pause", "resume", "isolate")
+ACTIVE = "active"  # the quorum leader when the step runs
+
+
+def _check_quorum_action(value: Any) -> tuple[Any, str | None]:
+    if value in QUORUM_ACTIONS:
+        return value, None
+    return None, f"must be one of {', '.join(QUORUM_ACTIONS)}"
+
+
+def _check_voter(value: Any) -> tuple[Any, str | None]:
+    if value == ACTIVE or (is_int(value) and 1 <= value <= 3):
+        return value, None
+    return None, f'must be "{ACTIVE}" or a voter number (1 to 3)'
 
 
 def _check_seconds(value: Any) -> tuple[Any, str | None]:
@@ -223,16 +252,41 @@ class Resume:
 
 @dataclass(frozen=True)
 class PowerLoss:
-    """Kill a broker and drop what its disk had not flushed: `lose` trailing batches
-    (never below its flush point), or with null everything above the flush point."""
+    """Kill a broker and drop what its disk had not made durable. Under the "cut" model
+    (null: the default) `lose` trailing batches (never below its flush point), or with null
+    everything above the flush point; under a filesystem model (runrecord.power) whatever
+    no fsync made durable, in every file, `seed` drawing what "torn" and "reorder" keep."""
 
     KIND: ClassVar[str] = "power-loss"
     target: Target = field(default=Role.LEADER, metadata=_target())
     lose: int | None = field(default=None, metadata=_meta(_check_lose))
+    model: str | None = field(default=None, metadata=_meta(_check_power_model))
+    seed: int | None = field(default=None, metadata=_meta(_check_seed))
+
+    @property
+    def power_model(self) -> str:
+        return self.model or CUT
 
     def describe(self) -> str:
+        if self.power_model != CUT:
+            return f"power loss on {_name(self.target)} ({self.power_model}, seed {self.seed or 0})"
         lost = "its unflushed tail" if self.lose is None else f"up to {self.lose} batch(es)"
         return f"power loss on {_name(self.target)}, losing {lost}"
+
+
+@dataclass(frozen=True)
+class Quorum:
+    """KRaft: a fault of the controller quorum. `action`: kill (SIGKILL), restart, pause,
+    resume, or isolate (cut the voter off from the other voters until a `heal`); `voter`:
+    "active" (the quorum leader when the step runs) or a voter by number (1 is c1)."""
+
+    KIND: ClassVar[str] = "quorum"
+    action: str = field(metadata=_meta(_check_quorum_action))
+    voter: str | int = field(default=ACTIVE, metadata=_meta(_check_voter))
+
+    def describe(self) -> str:
+        who = "the active controller" if self.voter == ACTIVE else f"voter {self.voter}"
+        return f"{self.action} {who}"
 
 
 @dataclass(frozen=True)
@@ -260,6 +314,7 @@ Step = (
     | Pause
     | Resume
     | PowerLoss
+    | Quorum
     | Wait
 )
 
@@ -373,6 +428,13 @@ def _check_step(step: Step, path: str, problems: Problems, cluster: Cluster | No
         problems.add(path, "a heal names both ends of a link (a and b) or neither (heal every cut)")
     if isinstance(step, Cut | Heal) and step.a is not None and step.a == step.b:
         problems.add(f"{path}.b", "a link needs two different ends")
+    if isinstance(step, Quorum) and cluster is not None:
+        if cluster.mode != "kraft":
+            problems.add(f"{path}.kind", "a quorum step needs KRaft (cluster.mode kraft)")
+        elif isinstance(step.voter, int) and step.voter > cluster.controllers:
+            problems.add(f"{path}.voter", f"the cluster has {cluster.controllers} controller(s)")
+    if isinstance(step, PowerLoss) and step.power_model != CUT and step.lose is not None:
+        problems.add(f"{path}.lose", f"the {step.model} model decides what is lost: no lose")
     unclean = cluster is None or cluster.topic_config.unclean_leader_election_enable
     if isinstance(step, ElectUnclean) and not unclean:
         problems.add(

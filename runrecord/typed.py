@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
 import types
 import typing
 from enum import Enum
@@ -150,10 +151,17 @@ def check_schema(data: Any, path: Path) -> None:
 
 
 def write_text(path: Path, text: str) -> Path:
-    """Write a file atomically: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Write a file atomically: readers never see half a file, and a failed write leaves
+    the old one (the one atomic writer of every file logfork writes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 

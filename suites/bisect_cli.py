@@ -1,7 +1,9 @@
-"""`logfork bisect SCENARIO --good V --bad V [--regression] [--kafka-mode M]`.
+"""`logfork bisect (SCENARIO | --schedule FILE) --good V --bad V [--regression]
+[--kafka-mode M]`.
 
-Runs the scenario on real clusters, release by release, in a binary search between the two
-ends (suites.bisect), and prints each step and the answer. Candidates are the releases on
+Runs the scenario (or replays the schedule file) on real clusters, release by release, in a
+binary search between the two ends (suites.bisect), and prints each step and the answer.
+A schedule's declared fix is where its `expect` says its bug ends. Candidates are the releases on
 Maven Central between the ends (fixtures.catalog), or the user's own --candidates (local
 distributions, oldest first). Verdicts are cached in <out>/.cache/verdicts/.
 
@@ -12,23 +14,40 @@ not; 2 bad input; 3 skips (or an end that was not reached) leave the answer ambi
 from __future__ import annotations
 
 import argparse
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fixtures.releases import parse_version
 from suites.bisect import BadRange, Candidate, Direction, Step, bisect, max_runs, plan
 from suites.cells import (
+    Runner,
     add_run_arguments,
     candidate,
     left_out_lines,
     scenario_runner,
+    schedule_runner,
+    schedule_why_not,
     why_not,
 )
+
+if TYPE_CHECKING:
+    from fixtures.catalog import Catalog
 
 HELP = "find the first release that fixed (or broke) a scenario's behaviour"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", help="scenario id (see `logfork list`)")
+    parser.add_argument(
+        "scenario", nargs="?", help="scenario id (see `logfork list`); or --schedule"
+    )
+    parser.add_argument(
+        "--schedule",
+        metavar="FILE",
+        help="replay this schedule file (docs/schedules.md) instead of running a scenario",
+    )
     parser.add_argument(
         "--good",
         required=True,
@@ -62,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, out_help="")
 
 
-def _choose_mode(scenario, ends: list[Candidate], wanted: str | None) -> str:
+def _choose_mode(scenario: Subject, ends: list[Candidate], wanted: str | None) -> str:
     if wanted:
         return wanted
     for mode in scenario.modes:
@@ -70,18 +89,58 @@ def _choose_mode(scenario, ends: list[Candidate], wanted: str | None) -> str:
             return mode
     have = "; ".join(f"{c.label}: {', '.join(c.release.modes)}" for c in ends)
     raise BadRange(
-        f"{scenario.id} runs in {' and '.join(scenario.modes)} mode, and no mode of it is "
+        f"{scenario.name} runs in {' and '.join(scenario.modes)} mode, and no mode of it is "
         f"common to both ends ({have}). A bisect compares like with like: pick ends that "
         f"share a mode."
     )
 
 
+@dataclass(frozen=True)
+class Subject:
+    """What a bisect runs: a scenario, or a schedule file, with the one rule for each."""
+
+    name: str  # what the verdict cache and the output call it
+    modes: tuple[str, ...]
+    fixed_in: str | None
+    runner: Callable[[str, Path, str | None], Runner]  # (mode, out, base image)
+    why_not: Callable[[Catalog, Candidate, str], str | None]
+
+
+def subject_of(args: argparse.Namespace) -> Subject:
+    from suites import registry
+
+    if (args.scenario is None) == (args.schedule is None):
+        raise BadRange("name a scenario or a schedule file (--schedule FILE), one of the two")
+    if args.scenario is not None:
+        scenario = registry.get(args.scenario)
+        return Subject(
+            scenario.id,
+            scenario.modes,
+            scenario.fixed_in,
+            lambda mode, out, image: scenario_runner(scenario, mode, out=out, base_image=image),
+            lambda catalog, c, mode: why_not(catalog, scenario, c, mode),
+        )
+    from runrecord.schedule import load_schedule
+    from runrecord.schedule_expect import fixed_in
+    from suites.explore.replay_cli import in_mode
+
+    path = Path(args.schedule)
+    schedule = in_mode(load_schedule(path), args.kafka_mode, str(path))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+    return Subject(
+        f"schedule-{path.stem}-{digest}",
+        (schedule.cluster.mode,),
+        fixed_in(schedule.expect),
+        lambda mode, out, image: schedule_runner(schedule, path.stem, out=out, base_image=image),
+        lambda catalog, c, mode: schedule_why_not(catalog, schedule, c, mode),
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     from fixtures import catalog as catalogue
-    from suites import registry
     from suites.verdict_cache import VerdictCache
 
-    scenario = registry.get(args.scenario)
+    scenario = subject_of(args)
     direction = Direction.REGRESSION if args.regression else Direction.FIX
     good, bad = candidate(args.good), candidate(args.bad)
     given = [candidate(s) for s in args.candidates] if args.candidates else None
@@ -93,7 +152,7 @@ def main(args: argparse.Namespace) -> int:
     mode = _choose_mode(scenario, [bad, good], args.kafka_mode)
 
     def exclude(c: Candidate) -> str | None:
-        return why_not(catalog, scenario, c, mode)
+        return scenario.why_not(catalog, c, mode)
 
     if given is not None:
         between = given
@@ -104,16 +163,16 @@ def main(args: argparse.Namespace) -> int:
         between = [Candidate.maven(v) for v in catalog.versions if low <= parse_version(v) <= high]
     cands, left_out = plan(good, bad, direction, between, exclude=exclude, given=given is not None)
 
-    cache = VerdictCache(Path(args.out), scenario.id, mode)
+    cache = VerdictCache(Path(args.out), scenario.name, mode)
     old, new = cands[0], cands[-1]
     if direction == Direction.FIX:
         print(
-            f"bisecting a fix: {scenario.id} ({mode}), the first release after --bad "
+            f"bisecting a fix: {scenario.name} ({mode}), the first release after --bad "
             f"{old.label} that behaves like --good {new.label}"
         )
     else:
         print(
-            f"bisecting a regression: {scenario.id} ({mode}), the first release after "
+            f"bisecting a regression: {scenario.name} ({mode}), the first release after "
             f"--good {old.label} that behaves like --bad {new.label}"
         )
     source = "--candidates" if given is not None else catalog.source
@@ -129,7 +188,7 @@ def main(args: argparse.Namespace) -> int:
     def show(step: Step) -> None:
         print(step.line(), flush=True)
 
-    runner = scenario_runner(scenario, mode, out=Path(args.out), base_image=args.base_image)
+    runner = scenario.runner(mode, Path(args.out), args.base_image)
     result = bisect(
         cands,
         runner,

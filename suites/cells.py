@@ -23,6 +23,8 @@ from fixtures.releases import Release, parse_version, resolve
 
 if TYPE_CHECKING:
     from fixtures.catalog import Catalog
+    from runrecord.run import Verdict
+    from runrecord.schedule import Schedule
     from suites.scenario import Scenario
 
 BUG_SEEN = frozenset({"reproduced", "departs", "diverged"})
@@ -201,12 +203,53 @@ def scenario_runner(
 
         started = time.monotonic()
         verdict = scenarios.run(scenario, c.spec, mode, out=out, base_image=base_image)
-        return RunResult(
-            verdict.outcome.value,
-            time.monotonic() - started,
-            verdict.run_dir,
-            verdict.summary,
-            verdict.expected.value,
-        )
+        return result_of(verdict, started)
 
     return runner
+
+
+def result_of(verdict: Verdict, started: float) -> RunResult:
+    """A cell's result from a run's verdict (a scenario's or a replayed schedule's)."""
+    return RunResult(
+        verdict.outcome.value,
+        time.monotonic() - started,
+        verdict.run_dir,
+        verdict.summary,
+        verdict.expected.value,
+    )
+
+
+def schedule_runner(
+    schedule: Schedule, name: str, *, out: Path, base_image: str | None = None
+) -> Runner:
+    """Real replays of a schedule file, each on a fresh cluster, as `logfork replay` runs
+    it: its outcome is what its `expect` makes of the brokers' (reproduced or consistent),
+    or, without one, held (consistent) or a finding (diverged)."""
+
+    def runner(c: Candidate) -> RunResult:
+        from datetime import datetime
+
+        from suites.explore.bench import Bench
+        from suites.explore.runner import run_schedule
+
+        started = time.monotonic()
+        stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
+        with Bench(c.spec, out, base_image=base_image, reuse=False) as bench:
+            run_dir = out / f"replay-{name}-{c.release}-{schedule.cluster.mode}-{stamp}"
+            run = run_schedule(bench, schedule, run_dir, label=f"replay-{name}")
+        return result_of(run.verdict, started)
+
+    return runner
+
+
+def schedule_why_not(catalog: Catalog, schedule: Schedule, c: Candidate, mode: str) -> str | None:
+    """Why a schedule is not replayed on a release: one logfork cannot run, a mode it lacks,
+    or features its storage cannot be formatted with (before 4.0)."""
+    reason = None if c.local else catalog.why_not_runnable(c.release.version)
+    if reason:
+        return reason
+    if mode not in c.release.modes:
+        return f"Kafka {c.release} has no {mode} mode"
+    if schedule.cluster.features and not c.release.at_least(4, 0):
+        return f"formatted with {', '.join(schedule.cluster.features)}: needs 4.0"
+    return None

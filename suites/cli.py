@@ -24,6 +24,7 @@ from fixtures.cleanup import Terminated
 from fixtures.errors import LogforkError
 from fixtures.releases import NEWEST_3_9, NEWEST_4
 from runrecord.outcome import Outcome
+from runrecord.power import POWER_MODELS
 
 
 def _add_target(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
@@ -53,8 +54,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     mode = args.kafka_mode or next(
         (m for m in scenario.modes if m in release.modes), release.modes[0]
     )
+    if args.power_model:
+        from fixtures.disks import check_model
+
+        check_model(args.power_model)
     verdict = run(
-        scenario, args.kafka_version, mode, out=Path(args.out), base_image=args.base_image
+        scenario,
+        args.kafka_version,
+        mode,
+        out=Path(args.out),
+        base_image=args.base_image,
+        power_model=args.power_model,
     )
     if verdict.outcome == Outcome.SETUP_FAILED:
         # Recorded in the run directory; said here as any error about the machine is.
@@ -107,10 +117,17 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from fixtures import cleanup, engine
+    from fixtures import cleanup, crashfs, engine
 
     containers, networks = cleanup.remove_leftovers(engine.client(), include_live=args.all)
-    print(f"removed {containers} container(s) and {networks} network(s) left by logfork")
+    # After the containers: a mount a container still held would only be detached lazily.
+    mounts = crashfs.unmount_stale(Path("/"), include_live=args.all)
+    print(
+        f"removed {containers} container(s), {networks} network(s) and {len(mounts)} "
+        "crash-simulating mount(s) left by logfork"
+    )
+    for mount in mounts:
+        print(f"  unmounted {mount}")
     return 0
 
 
@@ -139,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run one KIP scenario against a fresh cluster",
         description="Run a scenario; exit 0 when the release behaves as its KIP "
-        "says (fixed and clean, or not fixed and the bug reproduced), 1 when it "
-        "does not, 3 when the scenario could not reach its states.",
+        "says (fixed and clean, or not fixed and the bug reproduced with exactly its "
+        "symptom), 1 when it does not, 2 when logfork could not run, 3 when the scenario "
+        "could not reach its states, 4 when it does not apply to the release or mode.",
     )
     p.add_argument("scenario", help="scenario id (see `logfork list`)")
     _add_target(p)
@@ -148,6 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--kafka-mode",
         choices=("zk", "kraft"),
         help="default: ZooKeeper where the release has it, else KRaft",
+    )
+    p.add_argument(
+        "--power-model",
+        choices=POWER_MODELS,
+        help="how its power losses lose data: cut (at the recovery point), or on a "
+        "crash-simulating filesystem unsynced (every unsynced write, create, rename and "
+        "unlink lost), torn (a prefix of each file's unsynced pages kept) or reorder (any "
+        "subset kept); default: the scenario's own (`logfork list` shows which it takes)",
     )
     p.add_argument(
         "--out",

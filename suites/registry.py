@@ -6,6 +6,7 @@ from fixtures.errors import SetupError
 from suites.scenario import Scenario
 from suites.scenarios import (
     kafka_7128,
+    kafka_16541,
     kip_101,
     kip_279_s1,
     kip_279_s3,
@@ -35,6 +36,7 @@ SCENARIOS: dict[str, Scenario] = {
         kip_966.LAST_KNOWN_LEADER,
         kip_903.SCENARIO,
         kafka_7128.SCENARIO,
+        kafka_16541.SCENARIO,
         kip_359.SCENARIO,
         kip_595.FAILOVER,
         kip_595.MISMATCH,

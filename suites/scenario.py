@@ -29,6 +29,7 @@ from observe.replicas import replica, spans
 from observe.state import StateRecorder
 from observe.timeline import Timeline
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair
+from runrecord.power import CUT
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from suites.workload import History
@@ -139,6 +140,7 @@ class Scenario:
     kip: str | None = None
     jira: str | None = None
     fixed_in: str | None = None  # None: the behaviour must hold on every release
+    broken_since: str | None = None  # a regression: releases before it behave as fixed
     min_release: str | None = None  # below it the scenario does not apply
     modes: tuple[str, ...] = ("zk", "kraft")
     min_release_reason: str = ""
@@ -149,6 +151,9 @@ class Scenario:
     # The bug as the brokers show it where it is expected (before `fixed_in`, in the modes
     # of `unfixed`): "reproduced" means exactly this, nothing else.
     symptom: Symptom | None = None
+    # How its power losses lose data (fixtures.disks.POWER_MODELS): the first is the
+    # default, the others what `--power-model` may choose.
+    power_models: tuple[str, ...] = (CUT,)
 
     def __post_init__(self) -> None:
         if (self.fixed_in is not None or self.unfixed) and self.symptom is None:
@@ -162,6 +167,8 @@ class Scenario:
             return Outcome.DEPARTS
         if mode in self.unfixed:
             return Outcome.REPRODUCED
+        if self.broken_since is not None and release.parts < Release(self.broken_since).parts:
+            return Outcome.CONSISTENT
         if self.fixed_in is not None and release.parts < Release(self.fixed_in).parts:
             return Outcome.REPRODUCED
         return Outcome.CONSISTENT
@@ -186,9 +193,14 @@ class Scenario:
         never = "; ".join(f"{m} never" for m in self.unfixed)
         fixed_modes = [m for m in self.modes if m not in self.unfixed]
         where = f" ({'/'.join(fixed_modes)}; {never})" if never else ""
-        return f"fixed in {self.fixed_in}{where}"
+        since = f"broken in {self.broken_since}, " if self.broken_since else ""
+        return f"{since}fixed in {self.fixed_in}{where}"
 
-    def not_applicable(self, release: Release, mode: str) -> str | None:
+    def not_applicable(
+        self, release: Release, mode: str, power_model: str | None = None
+    ) -> str | None:
+        if power_model is not None and power_model not in self.power_models:
+            return f"its power losses run under {' or '.join(self.power_models)}, not {power_model}"
         if mode not in self.modes:
             return f"runs in {' and '.join(self.modes)} mode only"
         if mode not in release.modes:
@@ -254,9 +266,11 @@ def run(
     *,
     out: Path = Path("runs"),
     base_image: str | None = None,
+    power_model: str | None = None,
 ) -> Verdict:
     """One run of a scenario against a fresh cluster. Writes the run directory and returns
-    the verdict; an unknown release or scenario raises before any run directory exists."""
+    the verdict; an unknown release or scenario raises before any run directory exists.
+    `power_model`: how its power losses lose data (default: the scenario's first)."""
     release = resolve(kafka).release
     expected = scenario.expected(release, mode)
     wanted = scenario.expected_symptom(release, mode)
@@ -278,12 +292,13 @@ def run(
             **extra,
         )
 
-    reason = scenario.not_applicable(release, mode)
+    reason = scenario.not_applicable(release, mode, power_model)
     if reason:
         return verdict(Outcome.NOT_APPLICABLE, f"not applicable: {reason}")
 
     spec = scenario.cluster(kafka, mode)
     spec.base_image = base_image or spec.base_image
+    spec.power_model = power_model or scenario.power_models[0]
     cluster = Cluster(spec, run_dir=None)
     record = RunDir((out / f"{scenario.id}-{release}-{mode}-{cluster.run_id}").resolve())
     cluster.run_dir = record.path
@@ -300,6 +315,7 @@ def run(
         kip=scenario.kip,
         jira=scenario.jira,
         fixed_in=scenario.fixed_in,
+        power_model=spec.power_model,
     )
     record.write_run(info)
     timeline.phase("boot")

@@ -180,3 +180,48 @@ def test_a_local_build_at_an_end_takes_maven_releases_between(simulated, tmp_pat
     assert f"): 1.1.0 1.1.1 2.0.0 {build} (2.0.1)\n" in out
     assert "left out: 2.0.1: same version as a local distribution at an end" in out
     assert "ANSWER: 2.0.0" in out
+
+
+def test_a_schedule_file_is_bisected_by_its_expect(tmp_path, capsys, monkeypatch):
+    """`--schedule FILE`: the mode is the schedule's, the declared fix is where its `expect`
+    says the bug ends, and releases whose storage cannot be formatted with its features
+    are left out."""
+    from suites import bisect_cli
+    from suites.cells import RunResult
+
+    monkeypatch.setattr(catalog, "load", lambda refresh=False: catalog.snapshot())
+    runs: list[str] = []
+
+    def runner(schedule, name, *, out, base_image=None):
+        def run(c):
+            runs.append(c.label)
+            bug = c.release.parts < (4, 1)
+            return RunResult("reproduced" if bug else "consistent", 1.0, None, "", None)
+
+        return run
+
+    monkeypatch.setattr(bisect_cli, "schedule_runner", runner)
+    path = tmp_path / "KAFKA-19522.json"
+    path.write_text(
+        '{"format": 1, "cluster": {"mode": "kraft", "replication_factor": 3, '
+        '"topic_config": {"min.insync.replicas": 2}, '
+        '"features": {"eligible.leader.replicas.version": 1}}, '
+        '"steps": [{"kind": "kill"}], "expect": [{"before": "4.1.0", "kind": '
+        '"fenced-leader"}, {"kind": "consistent"}]}'
+    )
+    code, out, err = bisect(
+        tmp_path, capsys, "--schedule", str(path), "--bad", "4.0.2", "--good", "4.1.0"
+    )
+    assert code == 0, err
+    assert out.startswith("bisecting a fix: schedule-KAFKA-19522-")
+    assert "(kraft)" in out.splitlines()[0]
+    assert "ANSWER: 4.1.0" in out and "AGREES with fixed_in 4.1.0" in out
+    assert runs[:2] == ["4.0.2", "4.1.0"]
+    code, _, err = bisect(tmp_path, capsys, "--schedule", str(path), "--bad", "3.9.2",
+                          "--good", "4.1.0")  # fmt: skip
+    assert code == 2 and "needs 4.0" in err
+
+
+def test_a_scenario_or_a_schedule_one_of_the_two(tmp_path, capsys):
+    code, _, err = bisect(tmp_path, capsys, "--bad", "1.1.1", "--good", "2.8.2")
+    assert code == 2 and "name a scenario or a schedule file" in err

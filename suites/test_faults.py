@@ -5,6 +5,7 @@ what they did, and the check below is what proves it.
 """
 
 import contextlib
+import os
 
 import pytest
 from confluent_kafka import Producer
@@ -236,4 +237,37 @@ def test_faults_power_loss_and_hold_back(cluster_factory):
     after = scan_partition(b2.data_dir / "p-0").batches
     assert [b.key for b in after] == [b.key for b in kept]
     process.restart(cluster, b2)
+    assert_healed(cluster)
+
+
+def test_faults_power_loss_on_disks(cluster_factory):
+    """On crash-simulating filesystems a power loss keeps what was durable: here the first
+    10 records, which the OS wrote back (`writeback`), and not the 10 after them, which no
+    one synced; it records, per file, the bytes it dropped."""
+    from fixtures.crashfs import unavailable
+
+    if unavailable() and not os.environ.get("CI"):
+        pytest.skip(unavailable())
+    cluster = cluster_factory(power_model="unsynced")
+    cluster.create_topic("d", [[1, 2, 3]])
+    b3 = cluster.broker(3)
+    produce(cluster, "d", 10)
+    wait_until(lambda: log_end(b3, "d"), lambda end: end == 10, what="broker 3 at 10")
+    power.writeback(cluster, b3)
+    produce(cluster, "d", 10)
+    wait_until(lambda: log_end(b3, "d"), lambda end: end == 20, what="broker 3 at 20")
+    segment = scan_partition(b3.data_dir / "d-0").segments[0]
+    synced = sum(b.size for b in scan_partition(b3.data_dir / "d-0").batches if b.last_offset < 10)
+    losses = power.power_loss(cluster, b3)
+    loss = losses[("d", 0)]
+    assert (loss.cut_at, loss.end_before, loss.end_after) == (None, 20, 10)
+    assert log_end(b3, "d") == 10
+    (event,) = [e for e in cluster.timeline.events if e.name == "power-loss"]
+    assert event.data["model"] == "unsynced"
+    files = {f["path"]: f for d in event.data["dropped"] for f in d["files"]}
+    dropped = files[f"d-0/{segment.name}"]
+    assert dropped["dropped"] == [[synced, segment.size]] and dropped["size_after"] == synced
+    process.restart(cluster, b3)
+    wait_state(cluster, "d", lambda s: s.isr == (1, 2, 3), what="3 back in the ISR", timeout=90)
+    assert log_end(b3, "d") == 20
     assert_healed(cluster)

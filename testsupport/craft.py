@@ -455,6 +455,26 @@ def encode_feature_level_record(name: str, level: int) -> bytes:
     )
 
 
+def encode_register_broker_record(
+    broker_id: int, broker_epoch: int, *, fenced: bool = True, version: int = 3
+) -> bytes:
+    """RegisterBrokerRecord (flexible, v1+): no endpoints or features, no rack."""
+    body = struct.pack(">i", broker_id)
+    if version >= 2:
+        body += b"\x00"  # IsMigratingZkBroker
+    body += uuid_bytes(kafka_uuid(f"incarnation-{broker_id}-{broker_epoch}"))
+    body += struct.pack(">q", broker_epoch) + uvarint(1) + uvarint(1)  # no endpoints, features
+    body += uvarint(0)  # Rack: null
+    body += struct.pack(">b", 1 if fenced else 0) + b"\x00"  # Fenced, InControlledShutdown
+    return metadata_frame(0, version, body + tagged({}))
+
+
+def encode_broker_fencing_record(broker_id: int, broker_epoch: int, *, fenced: bool) -> bytes:
+    """FenceBrokerRecord or UnfenceBrokerRecord (flexible)."""
+    body = struct.pack(">iq", broker_id, broker_epoch) + tagged({})
+    return metadata_frame(7 if fenced else 8, 0, body)
+
+
 def encode_remove_topic_record(topic_id: str) -> bytes:
     return metadata_frame(9, 0, uuid_bytes(topic_id) + tagged({}))
 

@@ -26,6 +26,21 @@ class ControlPlane(Replication):
     def _bump(self) -> None:
         self.ctl.epoch += 1
 
+    def _leave_isr(self, b: int) -> None:
+        """The controller takes a broker out of the ISR. With eligible leader replicas, one
+        that leaves while the ISR falls below min.insync.replicas joins the ELR (KIP-966:
+        ELR = old ELR + old ISR - new ISR, fenced brokers and lagging followers alike)."""
+        ctl = self.ctl
+        ctl.isr.remove(b)
+        below = len(ctl.isr) < self.cluster.topic_config.min_insync_replicas
+        if self.elr and below and b not in ctl.elr:
+            ctl.elr.append(b)
+
+    def _isr_restored(self) -> None:
+        """KIP-966: the ELR empties once the ISR is back to min.insync.replicas."""
+        if self.elr and len(self.ctl.isr) >= self.cluster.topic_config.min_insync_replicas:
+            self.ctl.elr = []
+
     def _note_clean_election(self, leaving: int | None = None) -> None:
         """A near miss worth ranking: the new leader lacks a batch that another live ISR
         member holds, and that member cannot reach it to truncate (KIP-279 scenario 1,
@@ -58,12 +73,14 @@ class ControlPlane(Replication):
         ctl, changed = self.ctl, False
         if self.cluster.mode == "zk" and self._controller_broker() is None:
             return False  # no broker holds a session: nobody can act
+        if self.cluster.mode == "kraft" and not self.quorum_up():
+            return False  # no quorum, no active controller: nobody can act
         # Once per failure, as the controller's broker-failure event does: a ZooKeeper-mode
         # leader may add a follower that still fetches straight back (faults/session.py).
         failed, self._failed = self._failed, set()
         for b in sorted(failed):
             if b in ctl.isr and b != ctl.leader and not self.registered(b) and len(ctl.isr) > 1:
-                ctl.isr.remove(b)
+                self._leave_isr(b)
                 if self.bump_epoch_on_isr_shrink:
                     self._bump()
                 self._event(f"controller removes failed broker {b} from the ISR {ctl.isr}")
@@ -71,7 +88,12 @@ class ControlPlane(Replication):
         if ctl.leader is not None and self.registered(ctl.leader):
             return changed
         old = ctl.leader
+        if self.elr and old is not None and old in ctl.isr:
+            # With ELR the fenced leader leaves the ISR even as its last member.
+            self._leave_isr(old)
         clean = [b for b in self.assignment if b in ctl.isr and self.registered(b)]
+        eligible = [b for b in self.assignment if b in ctl.elr and self.registered(b)]
+        last = ctl.last_known_leader
         unclean = [b for b in self.assignment if self.registered(b)]
         if clean:
             ctl.leader = clean[0]
@@ -83,6 +105,26 @@ class ControlPlane(Replication):
                 f"ISR {ctl.isr})"
             )
             return True
+        if self.elr and not ctl.isr and eligible:
+            # KIP-966: with the ISR empty, an unfenced ELR member leads, a clean election.
+            ctl.leader, ctl.isr = eligible[0], [eligible[0]]
+            ctl.elr.remove(eligible[0])
+            self._bump()
+            self._note_clean_election()
+            self._event(
+                f"controller elects broker {ctl.leader} from the ELR (epoch {ctl.epoch}, "
+                f"ELR left {ctl.elr})"
+            )
+            return True
+        if self.elr and not ctl.isr and not ctl.elr and last is not None and self.registered(last):
+            # With ISR and ELR empty the controller elects the last known leader at once,
+            # as an unclean election (RECOVERING), whatever unclean.leader.election.enable
+            # says (PartitionChangeBuilder.canElectLastKnownLeader; KIP-966 part 2 never
+            # shipped).
+            self._elect_unclean(last)
+            self.last_known_elections += 1
+            self._event("(the last known leader, ISR and ELR empty: KIP-966)")
+            return True
         if unclean and self.cluster.topic_config.unclean_leader_election_enable:
             self._elect_unclean(unclean[0])
             return True
@@ -92,6 +134,7 @@ class ControlPlane(Replication):
             # LeaderAndIsr.newLeaderAndIsr, and KRaft's PartitionChangeRecord setting the
             # leader to -1 bumps it too (PartitionRegistration.merge).
             ctl.leader = None
+            ctl.last_known_leader = old
             self._bump()
             self._event(
                 f"partition offline: no live replica in the ISR {ctl.isr} (epoch {ctl.epoch})"
@@ -102,6 +145,7 @@ class ControlPlane(Replication):
     def _elect_unclean(self, broker: int) -> None:
         self.ctl.leader = broker
         self.ctl.isr = [broker]
+        self.ctl.elr = []  # an unclean or last-known-leader election empties the ELR
         self._bump()
         self.unclean_elections += 1
         self._event(
@@ -112,10 +156,17 @@ class ControlPlane(Replication):
         changed = False
         for node in self.nodes.values():
             b = node.broker
-            if not node.registered and self.alive(b) and self.linked(b, QUORUM):
+            if not node.registered and self.alive(b) and self.can_talk(b, QUORUM):
                 node.registered = True
                 node.disconnected = 0.0
                 self._event(f"broker {b} registers (new session)")
+                unclean = node.restarted and self.reregistration_fences and not node.clean
+                if unclean and b in self.ctl.elr:
+                    # An unclean restart (no clean-shutdown marker to show the controller
+                    # its previous broker epoch) leaves the ELR (KAFKA-15586, KAFKA-18635).
+                    self.ctl.elr.remove(b)
+                    self._event(f"broker {b} restarted uncleanly: out of the ELR")
+                node.restarted = False
                 changed = True
         return changed
 
@@ -176,7 +227,7 @@ class ControlPlane(Replication):
             others = [x for x in self.assignment if x in ctl.isr and x != b and self.registered(x)]
             if ctl.leader == b and others:
                 ctl.leader = others[0]
-                ctl.isr.remove(b)
+                self._leave_isr(b)
                 self._bump()
                 self._note_clean_election(leaving=b)
                 self._event(f"controlled shutdown: broker {others[0]} leads in epoch {ctl.epoch}")
@@ -186,7 +237,7 @@ class ControlPlane(Replication):
                     # stops: before KIP-101 that truncates its log to its high watermark.
                     self._become_follower(self.replicas[b], others[0])
             elif ctl.leader != b and b in ctl.isr and len(ctl.isr) > 1:
-                ctl.isr.remove(b)
+                self._leave_isr(b)
                 if self.bump_epoch_on_isr_shrink:
                     self._bump()
                 self._event(f"controlled shutdown: broker {b} leaves the ISR {ctl.isr}")
@@ -194,7 +245,7 @@ class ControlPlane(Replication):
         if r is not None:
             r.flushed = r.leo
             r.hw_checkpoint = r.hw
-        self._stop(b)
+        self._stop(b, clean=True)
         self.nodes[b].registered = False
         self._event(f"broker {b} shut down (SIGTERM)")
 
@@ -222,6 +273,7 @@ class ControlPlane(Replication):
                 ctl.isr = [x for x in self.assignment if x in ctl.isr or x == b]
                 lead.isr = list(ctl.isr)
                 lead.lag[b] = 0.0
+                self._isr_restored()
                 self._event(f"broker {b} caught up and rejoins the ISR {ctl.isr}")
                 changed = True
         return changed
@@ -243,9 +295,12 @@ class ControlPlane(Replication):
         """Let time pass: sessions of paused or cut-off brokers expire; the leader drops
         followers that have not caught up for replica.lag.time.max.ms."""
         self.time += seconds
+        # Without a quorum nobody fences anyone; its next leader starts every broker's
+        # session afresh (BrokerHeartbeatManager on activation).
+        quorum = self.cluster.mode != "kraft" or self.quorum_up()
         for node in self.nodes.values():
             b = node.broker
-            heard = node.status == RUNNING and self.linked(b, QUORUM)
+            heard = not quorum or (node.status == RUNNING and self.linked(b, QUORUM))
             if not node.registered or heard:
                 node.disconnected = 0.0
                 continue
@@ -277,7 +332,7 @@ class ControlPlane(Replication):
                 # (zkVersion, partition epoch): a stale view makes it fail.
                 current = lead.isr == self.ctl.isr
                 if lead.lag[b] > limit and current and self._can_write_isr(lead.broker):
-                    self.ctl.isr.remove(b)
+                    self._leave_isr(b)
                     lead.isr = list(self.ctl.isr)
                     self._event(
                         f"leader {lead.broker} drops broker {b} from the ISR after "

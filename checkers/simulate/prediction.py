@@ -44,6 +44,7 @@ class Prediction:
     risky_elections: int = 0  # clean elections leaving an ISR member that can't truncate
     clean_elections: int = 0  # leader changes within the ISR (preferred, failover, shutdown)
     divergent_failovers: int = 0  # ... to a leader whose data differs from a cut-off replica's
+    last_known_elections: int = 0  # KIP-966: the last known leader elected, ISR and ELR empty
 
     @property
     def executed(self) -> int:
@@ -94,6 +95,7 @@ class Prediction:
             "lost_acknowledged": [w.to_dict() for w in self.lost_acknowledged],
             "lost_acks1": [w.to_dict() for w in self.lost_acks1],
             "unclean_elections": self.unclean_elections,
+            "last_known_elections": self.last_known_elections,
             "power_losses": self.power_losses,
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,
@@ -144,4 +146,5 @@ def predict(sim: SimState) -> Prediction:
         clean_elections=sim.clean_elections,
         divergent_failovers=sim.divergent_failovers,
         isr_gap=sim.isr_gap,
+        last_known_elections=sim.last_known_elections,
     )

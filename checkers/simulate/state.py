@@ -19,6 +19,7 @@ from checkers.lineage import EpochStarts, Lineage
 from checkers.protocol import Protocol
 from fixtures.releases import Release
 from runrecord.schedule import QUORUM, Cluster
+from runrecord.schedule_cluster import ELR_FEATURE
 from runrecord.typed import to_json
 
 RUNNING, STOPPED, PAUSED = "running", "stopped", "paused"
@@ -52,6 +53,10 @@ class SimOptions:
     # model cannot call, so a run on real brokers tells it (`Live`), and the model's own
     # choice (the lowest registered broker) stands only where nothing was seen.
     controller_after: tuple[tuple[int, int], ...] = ()
+    # (step, log end) for each power loss under a filesystem model (runrecord.power): what
+    # survives there is decided by the broker's own fsyncs, which the model does not follow,
+    # so a run on real brokers tells it where the schedule's partition ended up.
+    kept_after_power_loss: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,8 @@ class Node:
     status: str = RUNNING
     registered: bool = True  # holds a session (ZooKeeper) / is unfenced (KRaft)
     disconnected: float = 0.0  # seconds its session has gone without heartbeats
+    clean: bool = True  # its last stop was a controlled shutdown (it left the marker)
+    restarted: bool = False  # started since it last registered: a new incarnation
 
 
 @dataclass
@@ -104,6 +111,9 @@ class ControllerView:
     leader: int | None
     epoch: int
     isr: list[int]
+    # KIP-966: eligible leader replicas, and the last leader once the ISR and ELR are empty
+    elr: list[int] = field(default_factory=list)
+    last_known_leader: int | None = None
 
 
 @dataclass
@@ -192,6 +202,18 @@ class SimState:
         if bump is None:
             bump = cluster.mode == "zk" or (release is not None and not release.at_least(3, 6))
         self.bump_epoch_on_isr_shrink = bump
+        # KIP-966 eligible leader replicas: on where the cluster was formatted with them,
+        # and by default for new KRaft clusters from 4.1 (a release given as the protocol).
+        level = cluster.features.get(ELR_FEATURE)
+        self.elr = cluster.mode == "kraft" and (
+            level == 1 or (level is None and release is not None and release.at_least(4, 1))
+        )
+        # From 4.0 the controller takes a broker's new incarnation out of every ISR at its
+        # registration, and an unclean one (no clean-shutdown marker) out of the ELR too
+        # (KAFKA-18106, KAFKA-18635). ELR needs 4.0, so a cluster with it has this.
+        self.reregistration_fences = self.elr or (
+            cluster.mode == "kraft" and release is not None and release.at_least(4, 0)
+        )
         self.assignment = list(cluster.replicas)
         self.nodes = {b: Node(b) for b in cluster.broker_ids}
         self.replicas = {b: Replica(b) for b in self.assignment}
@@ -205,6 +227,7 @@ class SimState:
         self.records: list[StepRecord] = []
         self.events: list[str] = []
         self.unclean_elections = 0
+        self.last_known_elections = 0  # KIP-966: last known leaders elected (ISR, ELR empty)
         self._failed: set[int] = set()  # brokers whose session ended, for the controller
         self.elected: int | None = None  # the controller chosen during the step under way
         self.power_losses = 0
@@ -215,6 +238,9 @@ class SimState:
         self.clean_elections = 0
         self.divergent_failovers = 0
         self._step = -1
+        # KRaft: the controller quorum's voters (1 is c1) and the one leading it.
+        self.voters = {v: RUNNING for v in range(1, cluster.controllers + 1)}
+        self.quorum_leader: int | None = 1 if cluster.mode == "kraft" else None
         # Topic creation: the first replica of the assignment leads epoch 0 (KIP-101: every
         # leader gets an epoch; the controller starts at 0).
         self.ctl.leader = self.assignment[0]
@@ -227,8 +253,25 @@ class SimState:
         self.events.append(prefix + text)
 
     def alive(self, node: Any) -> bool:
-        """Running and not paused (QUORUM always is)."""
-        return node == QUORUM or self.nodes[node].status == RUNNING
+        """Running and not paused; QUORUM while a majority of its voters is (KRaft; ZooKeeper
+        always is)."""
+        if node == QUORUM:
+            return self.quorum_up()
+        return self.nodes[node].status == RUNNING
+
+    @staticmethod
+    def voter_cut(voter: int) -> frozenset[Any]:
+        """The cut that isolates a voter from the other voters."""
+        return frozenset((f"c{voter}", QUORUM))
+
+    def voters_up(self) -> list[int]:
+        return [
+            v for v, s in self.voters.items() if s == RUNNING and self.voter_cut(v) not in self.cuts
+        ]
+
+    def quorum_up(self) -> bool:
+        """A majority of the voters running and reachable: the quorum has a leader."""
+        return len(self.voters_up()) >= len(self.voters) // 2 + 1
 
     def linked(self, a: Any, b: Any) -> bool:
         return frozenset((a, b)) not in self.cuts
@@ -346,9 +389,10 @@ class SimState:
 
     # -- brokers stopping and starting ----------------------------------------------------
 
-    def _stop(self, b: int) -> None:
+    def _stop(self, b: int, *, clean: bool = False) -> None:
         node = self.nodes[b]
         node.status = STOPPED
+        node.clean = clean
         r = self.replicas.get(b)
         if r is not None:
             if self._step in self.options.checkpoint_before:
@@ -359,6 +403,7 @@ class SimState:
         node = self.nodes[b]
         node.status = RUNNING
         node.disconnected = 0.0
+        node.restarted = True
         r = self.replicas.get(b)
         if r is not None:
             # Log recovery: the end is where the last whole batch on disk ends; epoch cache

@@ -30,6 +30,7 @@ from checkers.simulate.state import (
     differ,
 )
 from runrecord.schedule import (
+    ACTIVE,
     QUORUM,
     Cluster,
     Cut,
@@ -43,6 +44,7 @@ from runrecord.schedule import (
     Pause,
     PowerLoss,
     Produce,
+    Quorum,
     Restart,
     Resume,
     Role,
@@ -243,7 +245,9 @@ class Simulator(ControlPlane):
             if not self.cuts:
                 raise Skip("nothing is cut")
             healed = sorted(sorted(map(str, c)) for c in self.cuts)
+            was_up = self.quorum_up()
             self.cuts.clear()
+            self._quorum_back(was_up)
             self._event(f"every cut healed ({healed})")
             self.settle()
             return {"links": healed}
@@ -358,11 +362,14 @@ class Simulator(ControlPlane):
         b = self._pick(step.target, self._status_is(RUNNING), "cut the power of")
         r = self.replicas.get(b)
         lost: list[SimBatch] = []
+        told = dict(self.options.kept_after_power_loss).get(self._step)
         if r is not None:
             cut = r.flushed
             if step.lose is not None and r.batches:
                 nth = r.batches[-step.lose].base if step.lose <= len(r.batches) else 0
                 cut = max(cut, nth)
+            if told is not None:
+                cut = told
             lost = [x for x in r.batches if x.last >= cut]
             r.batches = [x for x in r.batches if x.last < cut]
             r.leo = r.batches[-1].last + 1 if r.batches else 0
@@ -372,6 +379,48 @@ class Simulator(ControlPlane):
         self._event(f"broker {b} loses power; unflushed {spans} gone")
         self.advance(self._session_timeout(b))
         return {"broker": b, "lost_batches": len(lost)}
+
+    def _do_quorum(self, step: Quorum) -> dict[str, Any]:
+        """A fault of the KRaft controller quorum. The quorum elects another leader while a
+        majority of its voters runs; without one, nobody fences brokers or changes the
+        partition until it has one again, when every broker's session starts afresh."""
+        voter = self.quorum_leader if step.voter == ACTIVE else step.voter
+        if voter is None:
+            raise Skip("the quorum has no leader")
+        state, cut = self.voters[voter], self.voter_cut(voter)
+        wanted = {"kill": RUNNING, "pause": RUNNING, "isolate": RUNNING}.get(step.action)
+        wanted = wanted or {"restart": STOPPED, "resume": PAUSED}[step.action]
+        if state != wanted:
+            raise Skip(f"voter {voter} is {state}")
+        if step.action == "isolate" and cut in self.cuts:
+            raise Skip(f"voter {voter} is already isolated")
+        was_up = self.quorum_up()
+        if step.action == "isolate":
+            self.cuts.add(cut)
+        else:
+            self.voters[voter] = {"kill": STOPPED, "pause": PAUSED}.get(step.action, RUNNING)
+        if self.quorum_leader == voter and step.action != "restart":
+            self.quorum_leader = None
+        self._quorum_back(was_up)
+        leader = self.quorum_leader
+        self._event(
+            f"voter {voter}: {step.action}; quorum "
+            + (f"led by voter {leader}" if leader is not None else "without a majority")
+        )
+        self.settle()
+        return {"voter": voter, "quorum_leader": leader}
+
+    def _quorum_back(self, was_up: bool) -> None:
+        """After a change to the voters: the quorum led by its lowest reachable voter while
+        a majority is up; a quorum that came back starts every broker's session afresh."""
+        if not self.quorum_up():
+            self.quorum_leader = None
+            return
+        if self.quorum_leader is None:
+            self.quorum_leader = self.voters_up()[0]
+        if not was_up:
+            for node in self.nodes.values():
+                node.disconnected = 0.0
 
     def _do_wait(self, step: Wait) -> dict[str, Any]:
         self._pass_time(step.seconds)
@@ -394,8 +443,12 @@ class Simulator(ControlPlane):
         """Heal everything (cuts, pauses, stopped brokers: those the controller has in the
         ISR first, then by broker id), let the replicas converge, and judge."""
         self._step = -1
-        self._event("heal: every cut, pause and stopped broker")
+        self._event("heal: every cut, pause and stopped broker (and voter)")
+        was_up = self.quorum_up()
         self.cuts.clear()
+        for v in self.voters:
+            self.voters[v] = RUNNING
+        self._quorum_back(was_up)
         for node in self.nodes.values():
             if node.status == PAUSED:
                 node.status = RUNNING

@@ -185,6 +185,60 @@ def test_eligible_leader_replicas_and_features(tmp_path: Path) -> None:
     assert decoded.history("orders", 0)[-1].to_dict()["last_known_elr"] == [2]
 
 
+def test_a_leader_elected_while_fenced_is_flagged(tmp_path: Path) -> None:
+    """KAFKA-19522 (4.0.x): the batch that registers broker 1 again, still fenced, also
+    elects it as the last known leader. Electing it once it is unfenced is fine."""
+    log = craft.MetadataLogBuilder()
+    log.records(
+        1,
+        *(craft.encode_register_broker_record(b, 10 + b, fenced=False) for b in (1, 2, 3)),
+        craft.encode_topic_record("orders", ORDERS),
+        craft.encode_partition_record(
+            ORDERS, 0, replicas=[1, 2, 3], isr=[1, 2, 3], leader=1, leader_epoch=0, version=2
+        ),
+    )
+    log.records(1, *(craft.encode_broker_fencing_record(b, 10 + b, fenced=True) for b in (2, 3)))
+    log.records(1, craft.encode_broker_fencing_record(1, 11, fenced=True))
+    log.records(
+        1,
+        craft.encode_partition_change_record(
+            ORDERS,
+            0,
+            leader=-1,
+            isr=[],
+            eligible_leader_replicas=[],
+            last_known_elr=[1],
+            version=2,
+        ),
+    )
+    log.records(
+        1,
+        craft.encode_register_broker_record(1, 40, fenced=True),
+        craft.encode_partition_change_record(
+            ORDERS,
+            0,
+            leader=1,
+            isr=[1],
+            leader_recovery_state=RECOVERING,
+            last_known_elr=[],
+            version=2,
+        ),
+    )
+    log.records(1, craft.encode_broker_fencing_record(1, 40, fenced=False))
+    log.records(1, craft.encode_partition_change_record(ORDERS, 0, leader=-1, isr=[]))
+    log.records(1, craft.encode_partition_change_record(ORDERS, 0, leader=1, isr=[1]))
+    log.write(tmp_path / "m")
+    decoded = decode_metadata_log(tmp_path / "m")
+    assert not decoded.errors
+    assert [(e.leader, e.leader_fenced) for e in decoded.history("orders", 0)] == [
+        (1, False),
+        (-1, False),
+        (1, True),  # registered fenced in the same batch, and elected
+        (-1, False),
+        (1, False),  # unfenced by then
+    ]
+
+
 def test_real_4_3_1_features_and_registrations(tmp_path: Path) -> None:
     """A fresh 4.3.1 cluster finalizes ELR at level 1; every broker registration is kept."""
     (tmp_path / "m").mkdir()

@@ -31,6 +31,7 @@ from runrecord.schedule import (
     Pause,
     PowerLoss,
     Produce,
+    Quorum,
     Restart,
     Resume,
     Role,
@@ -660,3 +661,85 @@ def test_an_isr_shrink_bumps_the_leader_epoch_where_the_release_does() -> None:
         sim = Simulator(cluster, protocol)
         sim.apply(Kill(2))
         assert (sim.ctl.isr, sim.ctl.epoch) == ([1], epoch), (mode, protocol)
+
+
+def elr_cluster(elr: int | None) -> Cluster:
+    features = {} if elr is None else {"eligible.leader.replicas.version": elr}
+    return Cluster(
+        mode="kraft",
+        brokers=3,
+        replication_factor=3,
+        replicas=(A, B, C),
+        topic_config=TopicConfig(min_insync_replicas=2),
+        features=features,
+    )
+
+
+THREE_CRASHES = (
+    Produce(5),
+    Kill(C),  # ISR {A, B}: still at min.insync.replicas, nobody enters the ELR
+    Kill(B),  # ISR {A}: below it, B enters the ELR
+    Kill(A),  # the leader, last in the ISR: with ELR it leaves the ISR for the ELR
+    Restart(B),  # unclean (SIGKILL): out of the ELR at its registration
+    Restart(A),  # unclean too: ISR and ELR empty, A is the last known leader
+)
+
+
+@pytest.mark.parametrize(
+    ("elr", "release", "unclean"),
+    [(1, "4.0.2", 1), (None, "4.3.1", 1), (0, "4.3.1", 0), (None, "3.9.2", 0)],
+)
+def test_eligible_leader_replicas_and_the_last_known_leader(
+    elr: int | None, release: str, unclean: int
+) -> None:
+    """KIP-966 as Kafka implements it: with ELR (4.0 formatted with it, 4.1+ by default) the
+    last known leader, restarted uncleanly after B, is elected as an unclean election
+    (RECOVERING); without, A never left the ISR and is elected cleanly."""
+    sim = Simulator(elr_cluster(elr), release)
+    for step in THREE_CRASHES:
+        assert sim.apply(step).status == "done", sim.events
+    assert sim.ctl.leader == A
+    assert sim.unclean_elections == unclean, sim.events
+    if unclean:
+        assert any("last known leader" in e for e in sim.events)
+        assert any("broker 2 restarted uncleanly: out of the ELR" in e for e in sim.events)
+
+
+def test_a_clean_restart_keeps_its_place_in_the_elr() -> None:
+    """B, stopped cleanly (SIGTERM), stays eligible and is elected from the ELR."""
+    sim = Simulator(elr_cluster(1), "4.3.1")
+    steps = (Produce(5), Kill(C), Kill(B, "SIGTERM"), Kill(A), Restart(B))
+    for step in steps:
+        assert sim.apply(step).status == "done", sim.events
+    assert sim.ctl.leader == B and sim.unclean_elections == 0, sim.events
+    assert any("from the ELR" in e for e in sim.events)
+
+
+def test_the_quorum_without_a_majority_changes_nothing_until_it_is_back() -> None:
+    """KRaft with three voters: the active one killed, another leads; a second killed, no
+    majority: a broker that dies then is neither fenced nor replaced until the quorum is
+    back, when its session starts afresh."""
+    cluster = Cluster(mode="kraft", brokers=3, replication_factor=2, replicas=(A, B),
+                      controllers=3)  # fmt: skip
+    sim = Simulator(cluster, "3.9.2")
+    assert sim.apply(Produce(5)).status == "done"
+    first = sim.apply(Quorum("kill"))
+    assert first.targets == {"voter": 1, "quorum_leader": 2}
+    second = sim.apply(Quorum("kill"))
+    assert second.targets == {"voter": 2, "quorum_leader": None}
+    assert sim.apply(Kill(A)).status == "done"
+    assert sim.ctl.leader == A and sim.registered(A), sim.events  # nobody fences it
+    assert sim.apply(Quorum("restart", 1)).targets == {"voter": 1, "quorum_leader": 1}
+    assert sim.apply(Wait(10)).status == "done"
+    assert sim.ctl.leader == B, sim.events
+    skipped = sim.apply(Quorum("resume", 3))
+    assert skipped.status == "skipped" and skipped.note == "voter 3 is running"
+
+
+def test_an_isolated_active_controller_is_replaced_and_healed() -> None:
+    cluster = Cluster(mode="kraft", brokers=3, replication_factor=2, replicas=(A, B),
+                      controllers=3)  # fmt: skip
+    sim = Simulator(cluster, "4.3.1")
+    assert sim.apply(Quorum("isolate")).targets == {"voter": 1, "quorum_leader": 2}
+    assert sim.apply(Heal()).status == "done"
+    assert sim.quorum_up() and sim.voters_up() == [1, 2, 3]

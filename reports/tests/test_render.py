@@ -205,3 +205,33 @@ def test_a_run_that_could_not_start_says_why(pipeline_result, site: Path) -> Non
     assert "No Docker engine answers" in text and "Traceback" not in text
     index = (site / "index.html").read_text()
     assert 'class="run o-unreadable"' not in index and 'class="run o-setup-failed"' in index
+
+
+def test_a_power_loss_says_what_each_file_lost() -> None:
+    from reports.timeline_view import describe_event
+
+    event = {
+        "kind": "fault",
+        "name": "power-loss",
+        "node": "b1",
+        "model": "unsynced",
+        "seed": 3,
+        "losses": {"t-0": [3, 2]},
+        "dropped": [
+            {
+                "log_dir": "data",
+                "files": [
+                    {"path": "t-0/00000000000000000000.log", "dropped": [[144, 216]],
+                     "size_before": 216, "size_after": 144, "survives": True},
+                    {"path": "replication-offset-checkpoint", "dropped": [[0, 17]],
+                     "size_before": 17, "size_after": 0, "survives": False},
+                ],
+                "namespace": [{"op": "rename", "path": "r.tmp", "to": "r", "undone": True}],
+            }
+        ],
+    }  # fmt: skip
+    assert describe_event(event) == (
+        "power-loss b1: unsynced, seed 3: log ends t-0 3 -> 2: "
+        "t-0/00000000000000000000.log bytes 144-216; "
+        "replication-offset-checkpoint as last written: gone; rename r.tmp -> r undone"
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
@@ -28,10 +28,13 @@ from observe.state import PartitionState, partition_state
 from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
 from runrecord.events import EventKind
+from runrecord.power import CUT
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Endpoint, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
 from suites.broker_logs import log_mark, shutdown_backoffs
+from suites.explore.power_cuts import PowerCut, unmodelled
+from suites.explore.quorum import quorum_fault
 from suites.explore.settle import settle
 from suites.scenario import RunContext
 from suites.steps import check_landed, write_batch
@@ -57,15 +60,6 @@ class Link:
 
     def joins(self, x: Any, y: Any) -> bool:
         return {x, y} == {self.a, self.b}
-
-
-@dataclass
-class PowerCut:
-    """What one power loss dropped: per partition, (log end before, log end after)."""
-
-    step: int
-    broker: int
-    ends: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 class Live:
@@ -97,6 +91,7 @@ class Live:
         self.results: list[StepResult] = []
         self.exited: dict[int, str] = {}  # brokers that did not come back after the heal
         self.controllers: list[tuple[int, int]] = []  # (step, broker): the controller moved
+        self.voter_cuts: dict[str, network.Cut] = {}  # KRaft voters cut off from the others
         self._registered: set[int] = set()
         self._since = dict(marks or {})  # broker -> its log's mark at its last start
 
@@ -310,11 +305,13 @@ class Live:
 
     def _do_heal(self, step: kinds.Heal) -> tuple[dict[str, Any], float]:
         if step.a is None:
-            if not self.links:
+            if not self.links and not self.voter_cuts:
                 raise Skip("nothing is cut")
             healed = [f"{link.a}-{link.b}" for link in self.links]
+            healed += [f"{name}-voters" for name in self.voter_cuts]
             for link in list(self.links):
                 self._heal(link)
+            self._heal_voters()
             return {"links": healed}, 0.0
         view = self.view()
         for a in roles.candidates(step.a, view):
@@ -332,6 +329,14 @@ class Live:
         else:
             link.cut.heal()
         self.links.remove(link)
+
+    def _heal_voters(self) -> None:
+        for name, cut in list(self.voter_cuts.items()):
+            cut.heal()
+            del self.voter_cuts[name]
+
+    def _do_quorum(self, step: kinds.Quorum) -> tuple[dict[str, Any], float]:
+        return quorum_fault(self.cluster, step, self.voter_cuts), 0.0
 
     def _do_expiresession(self, step: kinds.ExpireSession) -> tuple[dict[str, Any], float]:
         view = self.view()
@@ -464,10 +469,20 @@ class Live:
         cut = PowerCut(len(self.results), b)
 
         def kill() -> None:
+            node = self.node(b)
             losses = power.power_loss(
-                self.cluster, self.node(b), topics={self.topic}, lose=step.lose
+                self.cluster,
+                node,
+                topics={self.topic},
+                lose=step.lose,
+                model=step.power_model,
+                seed=step.seed or 0,
             )
             cut.ends = {p: (x.end_before, x.end_after) for (_, p), x in losses.items()}
+            cut.model = step.power_model
+            if cut.model != CUT and self.cluster.disks is not None:
+                reports = [d.crashes[-1] for d in self.cluster.disks.of(node) if d.crashes]
+                cut.unmodelled = unmodelled(reports, self.topic)
 
         waits = self._crash(b, kill)
         self.power_cuts.append(cut)
@@ -486,13 +501,20 @@ class Live:
         halts rather than truncate) is left down and noted: the cluster's doing, judged
         as a follower that cannot make progress."""
         brokers = sorted(self.cluster.brokers)
-        # Paused brokers first: the rules of a cut live in both ends' namespaces, and a
+        # Paused nodes first: the rules of a cut live in both ends' namespaces, and a
         # frozen container's cannot be removed (faults.network).
+        for voter in self.cluster.controllers:
+            if voter.status() == "paused":
+                process.resume(self.cluster, voter)
         for b in brokers:
             if self.status(b) == "paused":
                 process.resume(self.cluster, self.node(b))
         for link in list(self.links):
             self._heal(link)
+        self._heal_voters()
+        for voter in self.cluster.controllers:  # the quorum back before the brokers
+            if voter.status() in ("exited", "created", "dead"):
+                process.restart(self.cluster, voter)
         try:
             isr = set(self.state().isr)
         except LogforkError:

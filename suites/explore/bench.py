@@ -23,8 +23,9 @@ from fixtures.releases import Release, resolve
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
 from observe.state import partitions
+from runrecord.power import CUT, UNSYNCED
 from runrecord.schedule import Cluster as Shape
-from runrecord.schedule import session_key
+from runrecord.schedule import PowerLoss, Schedule, session_key
 from suites.broker_logs import dead_fetcher, log_mark
 
 # A ZooKeeper-mode controller sends each broker one request at a time and waits for its
@@ -49,10 +50,13 @@ FETCHER_SOCKET = {"replica.socket.timeout.ms": 5000}
 CONTROLLED_SHUTDOWN = {"controlled.shutdown.retry.backoff.ms": 1000}
 
 
-def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> ClusterSpec:
+def cluster_spec(
+    kafka: str, shape: Shape, base_image: str | None = None, disks: bool = False
+) -> ClusterSpec:
     """The cluster a schedule's shape asks for. Elections are the schedule's alone:
     unclean ones only where its topic enables them (logfork's brokers never rebalance
-    leaders on their own, fixtures.config)."""
+    leaders on their own, fixtures.config). `disks`: log dirs on crash-simulating
+    filesystems, for power losses under a filesystem model."""
     key = session_key(shape.mode)
 
     def configs(config: Any) -> dict[str, Any]:
@@ -85,7 +89,15 @@ def cluster_spec(kafka: str, shape: Shape, base_image: str | None = None) -> Clu
         broker_config=broker_config,
         node_config=nodes,
         base_image=base_image,
+        features=dict(shape.features),
+        # The mounts serve every filesystem model; each power loss names its own.
+        power_model=UNSYNCED if disks else CUT,
     )
+
+
+def needs_disks(schedule: Schedule) -> bool:
+    """Whether a schedule's power losses need crash-simulating filesystems."""
+    return any(isinstance(s, PowerLoss) and s.power_model != CUT for s in schedule.steps)
 
 
 def shape_key(shape: Shape) -> tuple[Any, ...]:
@@ -97,6 +109,7 @@ def shape_key(shape: Shape) -> tuple[Any, ...]:
         shape.controllers,
         shape.broker_config,
         tuple(sorted(shape.node_config.items())),
+        tuple(sorted(shape.features.items())),
     )
 
 
@@ -116,6 +129,7 @@ class Bench:
     root: Path  # clusters go to root/clusters/<run id>/
     base_image: str | None = None
     reuse: bool = True
+    disks: bool = False  # every cluster on crash-simulating filesystems (explore's choice)
     cluster: Cluster | None = None
     boots: list[Boot] = field(default_factory=list)
     _key: tuple[Any, ...] | None = None
@@ -144,10 +158,14 @@ class Bench:
         """The running cluster is not used again; the next schedule gets a fresh one."""
         self._retire = self._retire or reason
 
-    def acquire(self, shape: Shape, schedule: str) -> tuple[Cluster, str | None]:
-        """A cluster of the shape: the running one if it may serve, else a fresh one.
+    def acquire(
+        self, shape: Shape, schedule: str, disks: bool = False
+    ) -> tuple[Cluster, str | None]:
+        """A cluster of the shape (`disks`: on crash-simulating filesystems, or whatever
+        the bench's own choice is): the running one if it may serve, else a fresh one.
         Returns it and, for a fresh one, why it was started."""
-        key = shape_key(shape)
+        disks = disks or self.disks
+        key = (*shape_key(shape), disks)
         reason = None
         if self.cluster is None:
             reason = "first schedule"
@@ -162,7 +180,7 @@ class Bench:
             return self.cluster, None
         self.close()
         self._retire, self._key = None, key
-        cluster = Cluster(cluster_spec(self.kafka, shape, self.base_image))
+        cluster = Cluster(cluster_spec(self.kafka, shape, self.base_image, disks))
         cluster.run_dir = (self.root / "clusters" / cluster.run_id).resolve()
         started = time.monotonic()
         cluster.__enter__()  # closes itself if it fails to boot
@@ -213,6 +231,9 @@ def check(cluster: Cluster, marks: dict[int, int], timeout: float = 30.0) -> str
     for b, node in sorted(cluster.brokers.items()):
         if node.status() != "running":
             return f"broker {b} is {node.status()}"
+    for voter in cluster.controllers:  # a schedule's quorum faults are healed too
+        if voter.status() != "running":
+            return f"controller {voter.name} is {voter.status()}"
     try:
         wait_until(
             cluster.registered_brokers,

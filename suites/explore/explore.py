@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from checkers.simulate import simulate
+from fixtures.releases import Release
 from runrecord.explore import (
     EXPLORE_JSON,
     ClusterBoot,
@@ -31,8 +32,10 @@ from runrecord.explore import (
     ScheduleEntry,
 )
 from runrecord.outcome import Outcome
+from runrecord.power import CUT
 from runrecord.replay import DIVERGED
 from runrecord.schedule import Schedule, write_schedule
+from runrecord.schedule_cluster import ELR_FEATURE
 from runrecord.typed import write_json
 from suites.explore.bench import Bench
 from suites.explore.generate import DrawOptions, draw, explore_shape
@@ -51,6 +54,7 @@ class ExploreOptions:
     budget: int | None = None
     minutes: float | None = None
     unclean: bool = False
+    power_models: tuple[str, ...] = (CUT,)  # drawn per power-loss step (runrecord.power)
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
     shrink_runs: int = 24  # real runs for each shrinking, confirmations included
@@ -281,10 +285,12 @@ def entry_of(n: int, candidate: Candidate, run: ScheduleRun, file: Path) -> Sche
         outcome=run.outcome,
         failure=run.failure,
         summary=run.verdict.summary,
-        predicted=run.prediction.failure(),
-        prediction=run.prediction.summary(),
-        agree=comparison.agree if comparison is not None else None,
+        predicted=comparison.predicted if comparison is not None else run.prediction.failure(),
+        prediction=comparison.prediction if comparison is not None else run.prediction.summary(),
+        # A schedule the model cannot predict counts neither way.
+        agree=None if comparison is None or comparison.unpredictable else comparison.agree,
         agreed_if=comparison.agreed_if if comparison is not None else "",
+        unpredictable=comparison.unpredictable if comparison is not None else "",
         seconds=round(run.seconds, 1),
         waits=round(run.waits, 1),
         run_dir=str(run.run_dir),
@@ -297,7 +303,9 @@ def entry_of(n: int, candidate: Candidate, run: ScheduleRun, file: Path) -> Sche
 def progress_line(e: ScheduleEntry, budget: int | None) -> str:
     of = f"/{budget}" if budget else ""
     verdict = e.failure or ("held" if e.outcome == Outcome.CONSISTENT else e.outcome.value)
-    if e.agree is None:
+    if e.unpredictable:
+        model = "model cannot predict"
+    elif e.agree is None:
         model = f"model: {e.predicted or 'no finding'}"
     else:
         agrees = "agrees on a condition" if e.agreed_if else "agrees"
@@ -315,11 +323,14 @@ def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:
     variant = f"; {varied} only on a condition the run decided" if varied else ""
     rate = n / (elapsed / 60) if elapsed > 0 else 0.0
     pct = f"{100 * agreed / len(judged):.1f} %" if judged else "n/a"
+    unpredictable = sum(1 for e in record.schedules if e.unpredictable)
+    apart = f"; the model cannot predict {unpredictable}" if unpredictable else ""
     shrinking = f", then {record.shrink_runs} shrinking run(s)" if record.shrink_runs else ""
     lines = [
         f"explore: {n} schedules in {elapsed / 60:.1f} min ({rate:.2f} schedules/min)"
         f"{shrinking}; {len(record.findings)} finding(s); model agreed on {agreed} of "
-        f"{len(judged)} judged ({pct}{variant}), {len(record.disagreements)} disagreement(s); "
+        f"{len(judged)} judged ({pct}{variant}){apart}, {len(record.disagreements)} "
+        "disagreement(s); "
         f"{len(record.boots)} cluster boot(s)"
     ]
     for e in record.disagreements:
@@ -334,5 +345,20 @@ def default_mode(modes: tuple[str, ...], wanted: str | None) -> str:
     return wanted or ("zk" if "zk" in modes else "kraft")
 
 
-def draw_options(options: ExploreOptions, mode: str, protocol: object) -> DrawOptions:
-    return explore_shape(DrawOptions(unclean=options.unclean, mode=mode, protocol=protocol))  # type: ignore[arg-type]
+def draw_options(
+    options: ExploreOptions, mode: str, protocol: object, release: Release | None = None
+) -> DrawOptions:
+    """How candidates are drawn for this run. KRaft from 4.0 is formatted with eligible
+    leader replicas (KIP-966): the default for new clusters from 4.1, and on 4.0 the
+    setting it takes to have them at all."""
+    elr = mode == "kraft" and release is not None and release.at_least(4, 0)
+    drawing = DrawOptions(
+        unclean=options.unclean,
+        mode=mode,
+        protocol=protocol,  # type: ignore[arg-type]
+        power_models=options.power_models,
+        features={ELR_FEATURE: 1} if elr else {},
+        # Three voters, so that the quorum's own faults are drawn (one survives a loss).
+        controllers=3 if mode == "kraft" else 1,
+    )
+    return explore_shape(drawing)

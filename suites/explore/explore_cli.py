@@ -19,9 +19,11 @@ from datetime import datetime
 from pathlib import Path
 
 from fixtures.cleanup import Terminated
+from fixtures.disks import check_model
 from fixtures.errors import SetupError
 from fixtures.releases import resolve
 from runrecord.explore import ExploreRecord
+from runrecord.power import CUT
 from suites.explore.bench import Bench
 from suites.explore.explore import (
     ExploreOptions,
@@ -49,6 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--unclean",
         action="store_true",
         help="let schedules enable unclean leader election and draw unclean elections",
+    )
+    parser.add_argument(
+        "--power-models",
+        default=CUT,
+        metavar="M,...",
+        help="how power losses lose data, drawn per power-loss step among these: cut (at the "
+        "recovery point; the default), unsynced, torn, reorder (on crash-simulating "
+        "filesystems: what no fsync made durable is lost, in every file)",
     )
     parser.add_argument(
         "--out", metavar="DIR", help="the explore run's directory (default: runs/explore-...)"
@@ -88,6 +98,11 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         raise SetupError("--budget must be at least 1")
     if args.minutes is not None and args.minutes <= 0:
         raise SetupError("--minutes must be above 0")
+    models = tuple(dict.fromkeys(m.strip() for m in args.power_models.split(",") if m.strip()))
+    if not models:
+        raise SetupError("--power-models names no model")
+    for model in models:
+        check_model(model)
     return ExploreOptions(
         kafka=args.kafka_version,
         seed=args.seed,
@@ -95,6 +110,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         budget=args.budget,
         minutes=args.minutes,
         unclean=args.unclean,
+        power_models=models,
         guided=not args.no_guidance,
         pool=args.pool,
         shrink_runs=args.shrink_runs,
@@ -138,12 +154,15 @@ def main(args: argparse.Namespace) -> int:
         f"({release.protocol.rules}) -> {out}"
     )
     clock = time.monotonic()
-    with Bench(options.kafka, out, base_image=options.base_image, reuse=options.reuse) as bench:
+    disks = any(m != CUT for m in options.power_models)
+    with Bench(
+        options.kafka, out, base_image=options.base_image, reuse=options.reuse, disks=disks
+    ) as bench:
         explorer = Explorer(options, out, record, bench, say)
         if options.minutes is not None:
             explorer.deadline = clock + 60 * options.minutes
         try:
-            explorer.run_all(draw_options(options, mode, release.protocol))
+            explorer.run_all(draw_options(options, mode, release.protocol, release))
             record.searching = round(time.monotonic() - clock, 1)
             explorer.shrink_findings()
         except (KeyboardInterrupt, Terminated):

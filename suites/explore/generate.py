@@ -21,7 +21,9 @@ from typing import Any
 
 from checkers.protocol import Protocol
 from checkers.simulate import Simulator
+from runrecord.power import CUT
 from runrecord.schedule import (
+    ACTIVE,
     QUORUM,
     STEP_KINDS,
     BrokerConfig,
@@ -36,6 +38,7 @@ from runrecord.schedule import (
     Pause,
     PowerLoss,
     Produce,
+    Quorum,
     Restart,
     Resume,
     Role,
@@ -61,6 +64,7 @@ STEP_WEIGHTS: dict[str, float] = {
     "pause": 2,
     "resume": 3,
     "power-loss": 1,
+    "quorum": 4,  # KRaft with three voters only
     "wait": 4,
 }
 assert set(STEP_WEIGHTS) == set(STEP_KINDS)
@@ -93,6 +97,11 @@ class DrawOptions:
     # configs are the cluster's; replicas and topic configs are per topic). None: drawn.
     controller: int | None = None  # ZooKeeper mode: this broker is the controller
     lag_ms: int | None = None  # replica.lag.time.max.ms
+    # How a power-loss step loses data, drawn per step (runrecord.power). With the cut
+    # model alone nothing is drawn for it, so that a seed gives the schedules it always did.
+    power_models: tuple[str, ...] = (CUT,)
+    features: Mapping[str, int] = field(default_factory=dict)  # KRaft: formatted with these
+    controllers: int = 1  # KRaft: voters of the quorum (quorum steps are drawn with 3)
 
 
 def explore_shape(options: DrawOptions, lag_ms: int = 600000) -> DrawOptions:
@@ -137,6 +146,8 @@ def draw_cluster(rng: random.Random, options: DrawOptions) -> Cluster:
         controller=controller if options.mode == "zk" else None,
         topic_config=TopicConfig(min_isr, options.unclean),
         broker_config=BrokerConfig(replica_lag_time_max_ms=lag, session_timeout_ms=SESSION_MS),
+        controllers=options.controllers if options.mode == "kraft" else 1,
+        features=dict(options.features),
     )
 
 
@@ -212,6 +223,13 @@ def _draw_power_loss(rng: random.Random, c: Cluster) -> Step:
     return PowerLoss(target, choose(rng, [(None, 0.5), (1, 0.3), (2, 0.2)]))
 
 
+def _draw_quorum(rng: random.Random, c: Cluster) -> Step:
+    action = choose(rng, [("kill", 0.3), ("restart", 0.2), ("pause", 0.2), ("resume", 0.15),
+                          ("isolate", 0.15)])  # fmt: skip
+    voter = ACTIVE if rng.random() < 0.7 else rng.randint(1, c.controllers)
+    return Quorum(action, voter)
+
+
 def _draw_wait(rng: random.Random, c: Cluster) -> Step:
     return Wait(rng.choice(WAITS))
 
@@ -229,6 +247,7 @@ DRAW: dict[str, Callable[[random.Random, Cluster], Step]] = {
     "pause": _draw_pause,
     "resume": _draw_resume,
     "power-loss": _draw_power_loss,
+    "quorum": _draw_quorum,
     "wait": _draw_wait,
 }
 ATTEMPTS = 3  # parameter draws per kind before the kind is set aside for this position
@@ -270,12 +289,30 @@ def kind_weights(options: DrawOptions) -> dict[str, float]:
     return {
         k: w
         for k, w in {**options.weights, **options.moves}.items()
-        if w > 0 and (options.unclean or k != "elect-unclean")
+        if w > 0
+        and (options.unclean or k != "elect-unclean")
+        and (k != "quorum" or (options.mode == "kraft" and options.controllers >= 3))
     }
 
 
+def _with_power_model(rng: random.Random, step: Step, models: tuple[str, ...]) -> Step:
+    """A power loss under a model drawn from `models`; with a filesystem model, what it
+    loses is the filesystem's to say (no `lose`), and a seed draws what torn and reorder
+    keep."""
+    if not isinstance(step, PowerLoss) or models == (CUT,):
+        return step
+    model = rng.choice(models)
+    if model == CUT:
+        return replace(step, model=CUT)
+    return PowerLoss(step.target, None, model, rng.randrange(1 << 16))
+
+
 def next_steps(
-    rng: random.Random, cluster: Cluster, sim: Simulator | None, weights: dict[str, float]
+    rng: random.Random,
+    cluster: Cluster,
+    sim: Simulator | None,
+    weights: dict[str, float],
+    power_models: tuple[str, ...] = (CUT,),
 ) -> tuple[list[Step], Simulator | None]:
     """Draw the next step (or move). With a simulator, only what it says would run now; a
     kind that does not after ATTEMPTS draws is set aside for this position. Returns the
@@ -287,7 +324,7 @@ def next_steps(
             if kind in MOVE_WEIGHTS:
                 drawn = _draw_move(rng, cluster, kind)
             else:
-                drawn = [DRAW[kind](rng, cluster)]
+                drawn = [_with_power_model(rng, DRAW[kind](rng, cluster), power_models)]
             if sim is None:
                 return drawn, None
             trial, kept = sim.copy(), []
@@ -313,7 +350,7 @@ def draw(seed: int, index: int, options: DrawOptions | None = None) -> Schedule:
     sim = Simulator(cluster, options.protocol) if options.aware else None
     steps: list[Step] = []
     while len(steps) < length:
-        chosen, sim = next_steps(rng, cluster, sim, weights)
+        chosen, sim = next_steps(rng, cluster, sim, weights, options.power_models)
         if not chosen or len(steps) + len(chosen) > options.max_steps:
             break  # nothing can run now, or a move would not fit: the schedule ends here
         steps.extend(chosen)

@@ -56,6 +56,9 @@ def score(p: Prediction) -> float:
     points += 5 * min(len(p.lost_acknowledged), 3)  # acks=all lost, excused
     points += 2 * min(len(p.lost_acks1), 3)  # acknowledged acks=1 writes truncated
     points += 5 * min(p.unclean_elections, 3)
+    # KIP-966's last-known-leader election: the controller's path out of an empty ISR and
+    # ELR, where it elects without the ISR's guarantee (KAFKA-19522 elected a fenced one).
+    points += 40 * min(p.last_known_elections, 1)
     points -= p.skipped
     return points
 
@@ -64,7 +67,12 @@ def signature(p: Prediction) -> str:
     """The kind of candidate, for variety: what failed (or, for a near miss, the furthest
     it got towards a divergence), and whether an unclean election or a power loss was
     involved (their findings are judged by other rules)."""
-    causes = [c for c, n in (("unclean", p.unclean_elections), ("power-loss", p.power_losses)) if n]
+    counts = (
+        ("last-known-leader", p.last_known_elections),
+        ("unclean", p.unclean_elections),
+        ("power-loss", p.power_losses),
+    )
+    causes = [c for c, n in counts if n]
     what = p.failure()
     if what is None:
         stages = (
@@ -209,7 +217,8 @@ def mutate(
         # change and a write in the new epoch).
         inserted: list[Step] = []
         for _ in range(choose(rng, [(1, 0.6), (2, 0.3), (3, 0.1)])):
-            chosen, sim = next_steps(rng, schedule.cluster, sim, kind_weights(options))
+            weights = kind_weights(options)
+            chosen, sim = next_steps(rng, schedule.cluster, sim, weights, options.power_models)
             inserted += chosen
         steps[at:at] = inserted
     return replace(schedule, steps=tuple(steps))

@@ -11,8 +11,11 @@ Per partition, in this order:
    broker halted rather than truncate). A partition that converged is not stuck, whatever
    its followers logged on the way (from 2.3 a partition marked failed resumes with its
    next leader change, KIP-461).
-2. Replicas converge: no divergence on disk.
-3. No acknowledged acks=all write is lost, unless a rule allows it:
+2. KRaft: the controller elects only unfenced brokers: no metadata record names a new
+   leader that the log has fenced, or not registered, at that offset (KAFKA-19522, 4.0.x:
+   a fenced last known leader elected under KIP-966).
+3. Replicas converge: no divergence on disk.
+4. No acknowledged acks=all write is lost, unless a rule allows it:
    - an unclean election, where the topic enables them, may lose acknowledged writes;
    - power loss (KIP-966): in ZooKeeper mode and in KRaft before 4.1 no broker handles an
      unclean shutdown, so a replica that lost its unflushed tail rejoins the ISR and may
@@ -33,7 +36,15 @@ from typing import Any
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, high_watermark_clause
-from runrecord.replay import BACKGROUND, DIVERGED, LOST, STUCK, UNJUDGED, Judgement
+from runrecord.replay import (
+    BACKGROUND,
+    DIVERGED,
+    FENCED_LEADER,
+    LOST,
+    STUCK,
+    UNJUDGED,
+    Judgement,
+)
 
 SCHEDULE_PARTITION = 0  # the partition the schedule's steps write to; the model's
 BACKGROUND_PARTITION = 1  # the background workload's
@@ -65,6 +76,8 @@ class Observed:
     durable_lost: list[int] = field(default_factory=list)  # offsets of lost acks=all writes
     dropped: list[tuple[int, int]] = field(default_factory=list)  # power loss [from, to)
     states: list[StateSeen] = field(default_factory=list)
+    # KRaft: (metadata log offset, broker) of each leader elected while fenced
+    fenced_leaders: list[tuple[int, int]] = field(default_factory=list)
 
 
 def unclean_elections(states: Sequence[StateSeen]) -> int:
@@ -146,6 +159,13 @@ def judge_partition(
         return STUCK, f"a follower cannot make progress after the heal ({why})", None
     if seen.audit_status is None or seen.unjudged:
         return UNJUDGED, f"not judged: {seen.unjudged or 'the disk audit gave no verdict'}", None
+    if seen.fenced_leaders:
+        said = ", ".join(f"broker {b} at offset {o}" for o, b in seen.fenced_leaders)
+        return (
+            FENCED_LEADER,
+            f"the controller elected a fenced broker as leader ({said} of the metadata log)",
+            None,
+        )
     if seen.audit_status == "diverged":
         where = high_watermark_clause(seen.below_high_watermark)
         return DIVERGED, f"replicas diverged at offset {seen.diverged_at} ({where})", None
@@ -207,6 +227,7 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "diverged_at": seen.diverged_at,
         "durable_lost": seen.durable_lost[:100],
         "dropped_by_power_loss": [list(r) for r in seen.dropped],
+        "fenced_leaders": [list(x) for x in seen.fenced_leaders],
         "unclean_elections": unclean_elections(seen.states),
         "recovering": recovering(seen.states),
     }

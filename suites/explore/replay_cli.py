@@ -2,9 +2,11 @@
 cluster, judged as a scenario is, with the protocol model's prediction beside the brokers'
 outcome.
 
-Exit codes: 0 every invariant held; 1 an invariant was violated (a finding); 2 logfork
-could not run (a bad file, an unknown release, no engine); 3 not reached (the cluster
-could not be brought to a state the schedule needs).
+Exit codes: 0 every invariant held (or, where the schedule's `expect` declares a bug for the
+release, exactly that symptom showed); 1 an invariant was violated (a finding), or not the
+declared symptom; 2 logfork could not run (a bad file, an unknown release, no engine); 3 not
+reached (the cluster could not be brought to a state the schedule needs, or a partition
+could not be judged).
 """
 
 from __future__ import annotations
@@ -82,11 +84,16 @@ def print_outcome(run: ScheduleRun) -> None:
         agree = "yes" if comparison.agree else "NO: the model or Kafka is wrong"
         if comparison.agreed_if:
             agree = f"yes, {comparison.agreed_if}"
+        if comparison.told:
+            print(f"told:    {comparison.told}; the model then: {comparison.prediction}")
+        if comparison.unpredictable:
+            agree = f"the model cannot predict this schedule: {comparison.unpredictable}"
         print(f"model and brokers agree: {agree}")
     head = {
         Outcome.CONSISTENT: "HELD",
         Outcome.DIVERGED: "FINDING",
         Outcome.NOT_REACHED: "NOT REACHED",
+        Outcome.REPRODUCED: "REPRODUCED, as the schedule expects",
     }.get(verdict.outcome, verdict.outcome.label)
     print(f"{head}: {verdict.summary if judgement is None else judgement.summary}")
 

@@ -29,11 +29,13 @@ from checkers.simulate import Prediction, SimOptions, Simulator, checkpoint_vari
 from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.releases import Release
 from fixtures.waiting import Aborted, WaitTimeout
+from observe import kraft
 from observe.state import StateRecorder
 from observe.timeline import Timeline
 from reports.judge import history as check_sends
 from runrecord.history import DURABLE_ACKS
 from runrecord.outcome import Outcome, SymptomPair
+from runrecord.power import CUT
 from runrecord.replay import Comparison, Judgement, StepResult
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
@@ -42,8 +44,8 @@ from runrecord.schedule_expect import expected_symptom
 from runrecord.typed import to_json
 from suites.broker_logs import fetcher_dies, log_mark, stuck_follower
 from suites.convergence import converge
-from suites.explore.actions import Live
-from suites.explore.bench import Bench
+from suites.explore.actions import Live, PowerCut
+from suites.explore.bench import Bench, needs_disks
 from suites.explore.evidence import copy_evidence
 from suites.explore.judge import (
     BACKGROUND_PARTITION,
@@ -100,14 +102,31 @@ def compare(
     real: list[StepResult],
     schedule: Schedule | None = None,
     controller_after: tuple[tuple[int, int], ...] = (),
+    power_cuts: tuple[PowerCut, ...] = (),
 ) -> Comparison:
     """The model's failure kind for the schedule's partition beside the brokers'. With the
     schedule, a disagreement is looked up among the outcomes the model allows where the run
     decided what the model cannot: which broker won a controller election
     (`controller_after`, as seen on the brokers), and whether a crash came after a high
     watermark checkpoint its steps outran. The model agrees then, saying on which
-    condition."""
+    condition. What a power loss under a filesystem model kept is the brokers' fsyncs' to
+    decide: the run tells the model (`power_cuts`), which predicts again with it, or says
+    it cannot predict when a file it does not follow was rolled back."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
+    told = tuple(
+        (c.step, c.ends[SCHEDULE_PARTITION][1])
+        for c in power_cuts
+        if c.model != CUT and SCHEDULE_PARTITION in c.ends
+    )
+    said = ""
+    if told and schedule is not None:
+        options = SimOptions(controller_after=controller_after, kept_after_power_loss=told)
+        prediction = simulate(schedule, prediction.protocol, options=options)
+        said = (
+            "given where the power losses left the partition ("
+            + ", ".join(f"step {i}: log end {end}" for i, end in told)
+            + ")"
+        )
     predicted = prediction.failure()
     differ = [
         r.index
@@ -115,7 +134,13 @@ def compare(
         if (r.status == "skipped") != (m.status == "skipped")
     ]
     comparison = Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
-    if not comparison.agree and schedule is not None:
+    comparison.told = said
+    comparison.unpredictable = "; ".join(
+        f"the power loss at step {c.step} rolled back {', '.join(c.unmodelled)}"
+        for c in power_cuts
+        if c.unmodelled
+    )
+    if not comparison.agree and schedule is not None and not comparison.unpredictable:
         condition = _agreeing_condition(schedule, prediction.protocol, actual, controller_after)
         if condition is not None:
             comparison.agree, comparison.agreed_if = True, condition
@@ -203,7 +228,7 @@ def _run(
     bench: Bench, schedule: Schedule, run_dir: Path, label: str, prediction: Prediction
 ) -> ScheduleRun:
     try:
-        cluster, fresh = bench.acquire(schedule.cluster, run_dir.name)
+        cluster, fresh = bench.acquire(schedule.cluster, run_dir.name, needs_disks(schedule))
     except SetupError as exc:
         return _not_run(
             schedule, run_dir, label, prediction, bench.release, Outcome.SETUP_FAILED, str(exc)
@@ -384,6 +409,7 @@ def _body(
         result.steps,
         schedule,
         tuple(live.controllers),
+        tuple(live.power_cuts),
     )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict
@@ -399,9 +425,13 @@ def _body(
             f"{expected.describe()}: {verdict.summary}"
         )
     agreement = "agrees" if comparison.agree else "DISAGREES"
+    if comparison.unpredictable:
+        agreement = f"cannot predict this schedule ({comparison.unpredictable}); it says"
     verdict.summary += (
         f"; the model ({prediction.protocol.rules}) {agreement}: {comparison.prediction}"
     )
+    if comparison.told:
+        verdict.summary += f" ({comparison.told})"
     if comparison.agreed_if:
         verdict.summary += f" (agrees only {comparison.agreed_if})"
     verdict.details.update(
@@ -448,6 +478,7 @@ def _observe(
     ctx.run.write_audit(run.result.to_dict())
     verdicts = {v.partition: v for v in run.result.partitions if v.topic == topic}
     errors = [str(e.error) for e in run.result.errors]
+    metadata = kraft.metadata_log(ctx.cluster.controllers) if ctx.cluster.mode == "kraft" else None
     out: dict[int, Observed] = {}
     for p in PARTITIONS:
         state = convergence.partitions.get(p, {})
@@ -488,5 +519,8 @@ def _observe(
                 if q == p and after < before
             ],
             states=[StateSeen(s.leader, tuple(s.isr), s.recovery_state) for s in states.get(p, [])],
+            fenced_leaders=[]
+            if metadata is None
+            else [(e.offset, e.leader) for e in metadata.history(topic, p) if e.leader_fenced],
         )
     return out

@@ -10,8 +10,9 @@ from __future__ import annotations
 from checkers.history import check_history
 from faults import network, power, process
 from observe.replicas import replica, spans
-from observe.state import partition_state
+from observe.state import PartitionState, partition_state
 from runrecord.outcome import DIVERGED, LOST, Symptom
+from runrecord.power import CUT, POWER_MODELS
 from suites import broker_logs, steps
 from suites.convergence import converge
 from suites.scenario import Finding, RunContext, Scenario, Topic
@@ -103,7 +104,9 @@ def s1_body(ctx: RunContext) -> Finding:
 S2 = "kip101s2"
 
 
-def s2_body(ctx: RunContext) -> Finding:
+def _s2_outage_cut(ctx: RunContext) -> PartitionState:
+    """The recovery-point model: each replica's log cut where the KIP says. Returns the
+    partition's state before the outage."""
     cluster = ctx.cluster
     for _ in range(3):  # m1, m2, m3: three batches, all committed
         steps.produce_batch(ctx, S2, 1, to=B, acks="all")
@@ -111,12 +114,38 @@ def s2_body(ctx: RunContext) -> Finding:
     steps.await_checkpointed_hw(cluster, A, S2, 3)
     steps.await_checkpointed_hw(cluster, B, S2, 3)
     before = partition_state(cluster, S2)
-
     # A power outage hits both; each loses a different unflushed tail. A goes first, so B
     # remains the last member of the ISR.
     power.power_loss(cluster, cluster.broker(A), cut_at={(S2, 0): 2})
     steps.await_isr(cluster, S2, (B,), what="A out of the ISR")
     power.power_loss(cluster, cluster.broker(B), cut_at={(S2, 0): 1})
+    return before
+
+
+def _s2_outage_on_disks(ctx: RunContext) -> PartitionState:
+    """On a crash-simulating filesystem nothing is cut by hand: Kafka fsyncs none of these
+    appends, and each replica keeps what the OS had written back before the outage, at the
+    moments the KIP's story has it ("flushed asynchronously"): B's disk after m1, A's after
+    m2, each with the high watermark it had checkpointed by then."""
+    cluster = ctx.cluster
+    a, b = cluster.broker(A), cluster.broker(B)
+    for written, disk in ((1, b), (2, a), (3, None)):  # m1, m2, m3
+        steps.produce_batch(ctx, S2, 1, to=B, acks="all")
+        for broker_id in (A, B):
+            steps.await_checkpointed_hw(cluster, broker_id, S2, written)
+        if disk is not None:
+            power.writeback(cluster, disk)
+    before = partition_state(cluster, S2)
+    power.power_loss(cluster, a)
+    steps.await_isr(cluster, S2, (B,), what="A out of the ISR")
+    power.power_loss(cluster, b)
+    return before
+
+
+def s2_body(ctx: RunContext) -> Finding:
+    cluster = ctx.cluster
+    outage = _s2_outage_cut if cluster.power_model == CUT else _s2_outage_on_disks
+    before = outage(ctx)
     ctx.expect_log(A, [(0, 0), (1, 1)], "A after the outage")
     ctx.expect_log(B, [(0, 0)], "B after the outage")
 
@@ -169,6 +198,7 @@ S2_SCENARIO = Scenario(
     jira="KAFKA-1211",
     fixed_in="0.11.0",
     modes=("zk",),
+    power_models=POWER_MODELS,
     # A keeps m2 at offset 1 where B wrote m4: both committed in their epochs.
     symptom=Symptom(DIVERGED, offset=1),
 )

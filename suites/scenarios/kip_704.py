@@ -47,12 +47,16 @@ def spec(kafka: str, mode: str) -> ClusterSpec:
         return steps.controller_apart(kafka, mode)
     # The controller keeps B's registration while B is cut off from it for the probes. From
     # 4.0 (KAFKA-17793) a cleanly stopped broker's session also outlives its fencing, so B's
-    # restart is refused (DUPLICATE_BROKER_REGISTRATION) until this timeout has passed.
+    # restart is refused (DUPLICATE_BROKER_REGISTRATION) until this timeout has passed; and
+    # a broker gives up starting once initial.broker.registration.timeout.ms (60 s, the
+    # same length) passes unregistered, so it waits longer here (seen on 4.3.1: B exited
+    # "while waiting for the controller to acknowledge that we are caught up").
     return ClusterSpec(
         kafka,
         mode,
         brokers=2,
         controllers=1,
+        broker_config={"initial.broker.registration.timeout.ms": 180000},
         node_config={"c1": {"broker.session.timeout.ms": 60000}},
     )
 

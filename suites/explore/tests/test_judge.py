@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
-from runrecord.replay import BACKGROUND, DIVERGED, LOST, STUCK, UNJUDGED
+from runrecord.replay import BACKGROUND, DIVERGED, FENCED_LEADER, LOST, STUCK, UNJUDGED
 from suites.explore.judge import (
     Observed,
     StateSeen,
@@ -135,3 +135,12 @@ def test_a_broker_that_exited_is_evidence() -> None:
     j = judge({0: seen}, unclean_enabled=False, exited={2: "halted"}, **ZK)
     assert j.failure == STUCK
     assert j.evidence["exited"] == {"2": "halted"}
+
+
+def test_a_fenced_broker_elected_leader_is_a_finding() -> None:
+    # KAFKA-19522: the replicas converge, and the metadata log shows the election.
+    seen = clean(fenced_leaders=[(412, 1)])
+    j = judge({0: seen, 1: clean()}, unclean_enabled=False, **KRAFT_43)
+    assert (j.failure, j.partition) == (FENCED_LEADER, 0)
+    assert "broker 1 at offset 412" in j.summary
+    assert j.evidence["partitions"]["0"]["fenced_leaders"] == [[412, 1]]

@@ -1,0 +1,55 @@
+"""The KRaft controller quorum's faults, as a schedule's `quorum` step runs them on real
+nodes (runrecord.schedule_steps.Quorum; the model's side: checkers.simulate.steps)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faults import controller as controller_faults
+from faults import network, process
+from fixtures.cluster import Cluster
+from observe.controller import active_controller
+from runrecord import schedule_steps as kinds
+from runrecord.schedule_roles import Skip
+
+
+def quorum_fault(
+    cluster: Cluster, step: kinds.Quorum, voter_cuts: dict[str, network.Cut]
+) -> dict[str, Any]:
+    """A fault of the KRaft quorum, proven: a kill, pause or isolation of the active
+    controller is followed by another voter leading (while a majority is left); a
+    restart or resume by the voter running again."""
+    voters = {i: node for i, node in enumerate(cluster.controllers, start=1)}
+    leader = active_controller(cluster)
+    if step.voter == kinds.ACTIVE:
+        number = next(i for i, node in voters.items() if node is leader)
+    else:
+        number = int(step.voter)
+    node = voters[number]
+    status = node.status()
+    wanted = {"restart": "exited", "resume": "paused"}.get(step.action, "running")
+    if status != wanted and not (wanted == "exited" and status in ("created", "dead")):
+        raise Skip(f"voter {number} ({node.name}) is {status}")
+    if step.action == "isolate" and node.name in voter_cuts:
+        raise Skip(f"voter {number} ({node.name}) is already isolated")
+    up = [
+        n
+        for n in voters.values()
+        if n.status() == "running" and n is not node and n.name not in voter_cuts
+    ]
+    majority = len(up) >= len(voters) // 2 + 1
+    if step.action == "kill":
+        process.kill(cluster, node)
+    elif step.action == "pause":
+        process.pause(cluster, node)
+    elif step.action == "isolate":
+        others = [n for n in voters.values() if n is not node]
+        voter_cuts[node.name] = network.isolate(cluster, node, others)
+    elif step.action == "restart":
+        process.restart(cluster, node)
+    else:
+        process.resume(cluster, node)
+    now = leader
+    if node is leader and step.action in ("kill", "pause", "isolate") and majority:
+        now = controller_faults.await_successor(cluster, leader)
+    return {"voter": number, "quorum_leader": now.name}
