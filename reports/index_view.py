@@ -13,8 +13,11 @@ OUTCOMES = tuple(o.value for o in Outcome)
 
 
 def index_entry(view: dict[str, Any], href: str) -> dict[str, Any]:
-    """One run on the index page."""
+    """One run on the index page. A run with no verdict (not reached, not applicable, setup
+    failed) judged no write: its partitions are not counted as losing any."""
     banner = view["banner"]
+    judged = _has_verdict(banner["outcome"])
+    loss = [(v["loss"] or {}) for v in view["partitions"]] if judged else []
     return {
         "key": view["key"],
         "href": href,
@@ -31,11 +34,16 @@ def index_entry(view: dict[str, Any], href: str) -> dict[str, Any]:
             {"id": v["id"], "at": v["diverged_at"], "committed": bool(v["below_high_watermark"])}
             for v in view["diverged"]
         ],
-        "lost": sum(((v["loss"] or {}).get("lost_count") or 0) for v in view["partitions"]),
-        "durable_lost": sum(
-            ((v["loss"] or {}).get("durable_lost") or 0) for v in view["partitions"]
-        ),
+        "lost": sum(x.get("lost_count") or 0 for x in loss),
+        "durable_lost": sum(x.get("durable_lost") or 0 for x in loss),
     }
+
+
+def _has_verdict(outcome: str | None) -> bool:
+    try:
+        return outcome is not None and Outcome(outcome).has_verdict
+    except ValueError:
+        return False
 
 
 def release_key(release: str) -> tuple[Any, ...]:

@@ -46,9 +46,9 @@ def leftovers(client, volumes_before: set[str], marker: str, owner: str | None =
     return found
 
 
-def _logfork_run(kafka_target, out, **popen) -> subprocess.Popen:
-    command = ["run", SCENARIO, "--kafka-version", kafka_target.kafka]
-    command += ["--kafka-mode", kafka_target.mode, "--out", str(out)]
+def _logfork_run(kafka_target, out, *extra, scenario=SCENARIO, **popen) -> subprocess.Popen:
+    command = ["run", scenario, "--kafka-version", kafka_target.kafka]
+    command += ["--kafka-mode", kafka_target.mode, "--out", str(out), *extra]
     return subprocess.Popen([sys.executable, "-m", "suites.cli", *command], **popen)
 
 
@@ -86,6 +86,33 @@ def test_sigterm_ends_like_sigint(kafka_target, tmp_path):
     assert err.strip().splitlines() == [
         "logfork: terminated (SIGTERM); the cluster was torn down"
     ], err
+    assert leftovers(client, volumes_before, str(out), owner) == []
+
+
+@pytest.mark.cluster
+def test_sigterm_leaves_no_crash_simulating_mount(kafka_target, tmp_path):
+    """A run whose log dirs sit on crash-simulating filesystems, terminated while its
+    cluster is up: its containers, its mounts and their daemons all go."""
+    from fixtures.crashfs import stale_mounts
+
+    if kafka_target.mode != "zk":
+        pytest.skip("kip-101-s2 runs in ZooKeeper mode")
+    client = engine.client()
+    volumes_before = {v.name for v in client.volumes.list()}
+    out = tmp_path / "runs"
+    proc = _logfork_run(kafka_target, out, "--power-model", "unsynced", "--no-report",
+                        scenario="kip-101-s2", stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True)  # fmt: skip
+    owner = f"{socket.gethostname()}:{proc.pid}"
+    _, err = _signal_when(
+        proc,
+        lambda: stale_mounts(out, include_live=True),
+        lambda mounts: len(mounts) >= 3,
+        "the run's brokers' log dirs mounted",
+        signal.SIGTERM,
+    )
+    assert proc.returncode == 143, err
+    assert stale_mounts(out, include_live=True) == []
     assert leftovers(client, volumes_before, str(out), owner) == []
 
 

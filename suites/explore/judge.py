@@ -11,7 +11,9 @@ Per partition, in this order:
    broker halted rather than truncate). A partition that converged is not stuck, whatever
    its followers logged on the way (from 2.3 a partition marked failed resumes with its
    next leader change, KIP-461).
-2. KRaft: the controller elects only unfenced brokers: no metadata record names a new
+2. KRaft: the metadata log's copies (every voter's, every broker's) agree wherever they
+   overlap (KIP-595); a replica's leader epochs never go backwards on its disk; and the
+   controller elects only unfenced brokers: no metadata record names a new
    leader that the log has fenced, or not registered, at that offset (KAFKA-19522, 4.0.x:
    a fenced last known leader elected under KIP-966).
 3. Replicas converge: no divergence on disk.
@@ -39,8 +41,10 @@ from runrecord.outcome import CONSISTENT, Outcome, Symptom, high_watermark_claus
 from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
+    EPOCH_REGRESSION,
     FENCED_LEADER,
     LOST,
+    METADATA_DIVERGED,
     STUCK,
     UNJUDGED,
     Judgement,
@@ -78,6 +82,8 @@ class Observed:
     states: list[StateSeen] = field(default_factory=list)
     # KRaft: (metadata log offset, broker) of each leader elected while fenced
     fenced_leaders: list[tuple[int, int]] = field(default_factory=list)
+    epoch_regressions: list[str] = field(default_factory=list)  # a replica's epochs going back
+    metadata_diverged: str | None = None  # KRaft: the metadata log's copies disagree
 
 
 def unclean_elections(states: Sequence[StateSeen]) -> int:
@@ -159,6 +165,14 @@ def judge_partition(
         return STUCK, f"a follower cannot make progress after the heal ({why})", None
     if seen.audit_status is None or seen.unjudged:
         return UNJUDGED, f"not judged: {seen.unjudged or 'the disk audit gave no verdict'}", None
+    if seen.metadata_diverged:
+        return METADATA_DIVERGED, seen.metadata_diverged, None
+    if seen.epoch_regressions:
+        return (
+            EPOCH_REGRESSION,
+            "a replica's leader epochs go backwards on disk: " + "; ".join(seen.epoch_regressions),
+            None,
+        )
     if seen.fenced_leaders:
         said = ", ".join(f"broker {b} at offset {o}" for o, b in seen.fenced_leaders)
         return (
@@ -228,6 +242,8 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "durable_lost": seen.durable_lost[:100],
         "dropped_by_power_loss": [list(r) for r in seen.dropped],
         "fenced_leaders": [list(x) for x in seen.fenced_leaders],
+        "epoch_regressions": seen.epoch_regressions,
+        "metadata_diverged": seen.metadata_diverged,
         "unclean_elections": unclean_elections(seen.states),
         "recovering": recovering(seen.states),
     }

@@ -47,6 +47,7 @@ from suites.convergence import converge
 from suites.explore.actions import Live, PowerCut
 from suites.explore.bench import Bench, needs_disks
 from suites.explore.evidence import copy_evidence
+from suites.explore.invariants import epoch_regressions, metadata_divergence
 from suites.explore.judge import (
     BACKGROUND_PARTITION,
     SCHEDULE_PARTITION,
@@ -340,6 +341,9 @@ def _body(
     }
     if shape.topic_config.flush_messages is not None:
         config["flush.messages"] = shape.topic_config.flush_messages
+    # Earlier schedules' writes are old enough for the OS to have written them back: a power
+    # loss takes what this schedule wrote (fixtures.cluster.Cluster.settle_disks).
+    cluster.settle_disks()
     cluster.create_topic(topic, [replicas, replicas], config)
     ctx.topic = topic
     _probe(ctx, topic, replicas[0])
@@ -465,10 +469,12 @@ def _observe(
     sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in PARTITIONS}
     replicas = sorted(live.assignment)
     checks: dict[int, dict[str, Any] | None] = {}
+    regressions: dict[int, list[str]] = {}
 
     def on_partition(tp: tuple[str, int], _replicas: Any, lineages: Any, verdict: Any) -> None:
         if tp[0] != topic or verdict is None:
             return
+        regressions[tp[1]] = epoch_regressions(lineages)
         by_id = {lin.broker_id: lin for lin in lineages}
         leader = states[tp[1]][-1].leader if states.get(tp[1]) else None
         reference = by_id.get(leader) if leader is not None else None
@@ -479,6 +485,7 @@ def _observe(
     verdicts = {v.partition: v for v in run.result.partitions if v.topic == topic}
     errors = [str(e.error) for e in run.result.errors]
     metadata = kraft.metadata_log(ctx.cluster.controllers) if ctx.cluster.mode == "kraft" else None
+    metadata_split = metadata_divergence(ctx.run.path) if metadata is not None else None
     out: dict[int, Observed] = {}
     for p in PARTITIONS:
         state = convergence.partitions.get(p, {})
@@ -522,5 +529,7 @@ def _observe(
             fenced_leaders=[]
             if metadata is None
             else [(e.offset, e.leader) for e in metadata.history(topic, p) if e.leader_fenced],
+            epoch_regressions=regressions.get(p, []),
+            metadata_diverged=metadata_split if p == SCHEDULE_PARTITION else None,
         )
     return out

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
-from runrecord.replay import BACKGROUND, DIVERGED, FENCED_LEADER, LOST, STUCK, UNJUDGED
+from runrecord.replay import (
+    BACKGROUND,
+    DIVERGED,
+    EPOCH_REGRESSION,
+    FENCED_LEADER,
+    LOST,
+    METADATA_DIVERGED,
+    STUCK,
+    UNJUDGED,
+)
 from suites.explore.judge import (
     Observed,
     StateSeen,
@@ -144,3 +153,22 @@ def test_a_fenced_broker_elected_leader_is_a_finding() -> None:
     assert (j.failure, j.partition) == (FENCED_LEADER, 0)
     assert "broker 1 at offset 412" in j.summary
     assert j.evidence["partitions"]["0"]["fenced_leaders"] == [[412, 1]]
+
+
+def test_metadata_and_epoch_invariants_come_before_the_partition_audit() -> None:
+    said = "replicas [1, 101] of the metadata log diverged at 77"
+    split = clean(audit_status="diverged", diverged_at=4, metadata_diverged=said)
+    j = judge({0: split, 1: clean()}, unclean_enabled=False, **KRAFT_43)
+    assert (j.failure, j.partition) == (METADATA_DIVERGED, 0)
+    back = clean(epoch_regressions=["broker 2: [5, 9] in epoch 1 after epoch 3"])
+    j = judge({0: back, 1: clean()}, unclean_enabled=False, **KRAFT_43)
+    assert j.failure == EPOCH_REGRESSION and "in epoch 1 after epoch 3" in j.summary
+
+
+def test_epoch_regressions_on_a_replica() -> None:
+    from checkers.abstract import from_spec
+    from suites.explore.invariants import epoch_regressions
+
+    fine = from_spec(1, [(0, 4, 0, "a"), (5, 9, 2, "b")])
+    back = from_spec(2, [(0, 4, 0, "a"), (5, 9, 3, "c"), (10, 12, 1, "d")])
+    assert epoch_regressions([fine, back]) == ["broker 2: [10, 12] in epoch 1 after epoch 3"]
