@@ -167,6 +167,7 @@ class MetadataLog:
     brokers: dict[int, BrokerState] = field(default_factory=dict)  # registered brokers
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # topic -> set
     registrations: list[Registration] = field(default_factory=list)  # in log order
+    fencings: list[tuple[int, int]] = field(default_factory=list)  # (broker, offset): fenced
     features: dict[str, int] = field(default_factory=dict)  # finalized feature levels
     errors: list[LogReadError] = field(default_factory=list)
     torn_tail: TornTail | None = None
@@ -443,11 +444,14 @@ def _replay_broker(log: MetadataLog, api_key: int, f: dict[str, Any], offset: in
         return  # a change for a registration the readable log does not hold
     elif api_key == FENCE_BROKER_RECORD:
         fenced, shutdown = True, prev.in_controlled_shutdown
+        log.fencings.append((broker_id, offset))
     elif api_key == UNFENCE_BROKER_RECORD:
         fenced, shutdown = False, prev.in_controlled_shutdown
     else:  # BrokerRegistrationChangeRecord: 1 fenced, -1 unfenced, 0 unchanged
         fenced = {1: True, -1: False}.get(f["fenced"], prev.fenced)
         shutdown = prev.in_controlled_shutdown or f["in_controlled_shutdown"] == 1
+        if f["fenced"] == 1:
+            log.fencings.append((broker_id, offset))
     log.brokers[broker_id] = BrokerState(broker_id, f["broker_epoch"], fenced, shutdown, offset)
 
 

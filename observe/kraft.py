@@ -60,3 +60,9 @@ def feature_level(controllers: list[Node], name: str) -> int:
     """A finalized feature's level as the quorum leader's metadata log records it; 0 when
     no FeatureLevelRecord names it (the feature is off)."""
     return metadata_log(controllers).features.get(name, 0)
+
+
+def fence_offsets(controllers: list[Node], broker: int) -> list[int]:
+    """Where the metadata log fenced the broker (its session ended, or it was fenced on
+    request), in log order."""
+    return [o for b, o in metadata_log(controllers).fencings if b == broker]

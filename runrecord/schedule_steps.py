@@ -67,6 +67,12 @@ def _check_signal(value: Any) -> tuple[Any, str | None]:
     return None, 'must be "SIGKILL" or "SIGTERM"'
 
 
+def _check_flag(value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, bool):
+        return value or None, None  # false is the default: written as nothing
+    return None, "must be true or false"
+
+
 def _check_lose(value: Any) -> tuple[Any, str | None]:
     if value is None or (is_int(value) and value >= 1):
         return value, None
@@ -209,14 +215,18 @@ class ElectUnclean:
 
 @dataclass(frozen=True)
 class Kill:
-    """SIGKILL (a crash) or SIGTERM (controlled shutdown) a broker."""
+    """SIGKILL (a crash) or SIGTERM (controlled shutdown) a broker; with `restart`, start it
+    again at once (a fast restart), without waiting for the cluster to notice: back before
+    its session ends, where the controller lets it register again."""
 
     KIND: ClassVar[str] = "kill"
     target: Target = field(default=Role.LEADER, metadata=_target())
     signal: str = field(default="SIGKILL", metadata=_meta(_check_signal))
+    restart: bool | None = field(default=None, metadata=_meta(_check_flag))
 
     def describe(self) -> str:
-        return f"{self.signal} {_name(self.target)}"
+        again = " and restart it at once" if self.restart else ""
+        return f"{self.signal} {_name(self.target)}{again}"
 
 
 @dataclass(frozen=True)

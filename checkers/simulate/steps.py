@@ -326,8 +326,23 @@ class Simulator(ControlPlane):
         else:
             self._stop(b)
             self._event(f"broker {b} killed (SIGKILL)")
-            self.advance(self._session_timeout(b))
+            if not step.restart or self._waits_out_its_session():
+                self.advance(self._session_timeout(b))
+        if step.restart:
+            if self.nodes[b].registered and self._waits_out_its_session():
+                self.advance(self._session_timeout(b))
+            self._start(b)
+            self._event(f"broker {b} restarted at once")
+            self.settle()
         return {"broker": b}
+
+    def _waits_out_its_session(self) -> bool:
+        """Whether a broker back within its session registers only once that session ended:
+        in ZooKeeper mode its old ephemeral registration must expire first, and a KRaft
+        controller from 4.0 refuses another incarnation while the old session lives
+        (DUPLICATE_BROKER_REGISTRATION: KAFKA-17793; KAFKA-19047 would have accepted it
+        and was reverted, KAFKA-19130). Before 4.0 a KRaft broker registers again at once."""
+        return self.cluster.mode == "zk" or self.reregistration_fences
 
     def _do_restart(self, step: Restart) -> dict[str, Any]:
         stopped = self._status_is(STOPPED)

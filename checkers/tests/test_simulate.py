@@ -743,3 +743,18 @@ def test_an_isolated_active_controller_is_replaced_and_healed() -> None:
     assert sim.apply(Quorum("isolate")).targets == {"voter": 1, "quorum_leader": 2}
     assert sim.apply(Heal()).status == "done"
     assert sim.quorum_up() and sim.voters_up() == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("release", "fenced"), [("3.9.2", False), ("4.3.1", True)])
+def test_a_fast_restart(release: str, fenced: bool) -> None:
+    """A leader SIGKILLed and started again at once: before 4.0 a KRaft broker registers
+    again within its session and leads on in its epoch; from 4.0 the controller refuses it
+    until the old session ends, fences it, and another replica leads."""
+    cluster = Cluster(mode="kraft", brokers=3, replication_factor=2, replicas=(A, B))
+    sim = Simulator(cluster, release)
+    assert sim.apply(Produce(5)).status == "done"
+    epoch = sim.ctl.epoch
+    assert sim.apply(Kill(A, "SIGKILL", True)).status == "done"
+    assert (sim.ctl.leader == B) is fenced, sim.events
+    assert (sim.ctl.epoch > epoch) is fenced
+    assert any("restarted at once" in e for e in sim.events)
