@@ -5,6 +5,7 @@ from __future__ import annotations
 from fixtures.errors import SetupError
 from suites.scenario import Scenario
 from suites.scenarios import (
+    clean_shutdown_marker,
     kafka_7128,
     kafka_16541,
     kip_101,
@@ -37,6 +38,7 @@ SCENARIOS: dict[str, Scenario] = {
         kip_903.SCENARIO,
         kafka_7128.SCENARIO,
         kafka_16541.SCENARIO,
+        clean_shutdown_marker.SCENARIO,
         kip_359.SCENARIO,
         kip_595.FAILOVER,
         kip_595.MISMATCH,
