@@ -83,9 +83,10 @@ def test_sigterm_ends_like_sigint(kafka_target, tmp_path):
         signal.SIGTERM,
     )
     assert proc.returncode == 143, err
-    assert err.strip().splitlines() == [
-        "logfork: terminated (SIGTERM); the cluster was torn down"
-    ], err
+    # Progress lines ("[logfork] ... cluster up") may or may not have been printed before
+    # the signal landed; besides them, the one line a terminated run prints, no traceback.
+    said = [ln for ln in err.strip().splitlines() if not ln.startswith("[logfork] ")]
+    assert said == ["logfork: terminated (SIGTERM); the cluster was torn down"], err
     assert leftovers(client, volumes_before, str(out), owner) == []
 
 
