@@ -22,6 +22,7 @@ from suites import cli
 SCHEDULES = Path(__file__).parent.parent / "docs" / "schedules"
 EXAMPLE = SCHEDULES / "kip-279-s1-equal.json"
 KRAFT_EXAMPLE = SCHEDULES / "kraft-failover.json"
+FINDINGS = SCHEDULES.parent / "findings"
 
 
 def _printed(text: str, label: str) -> list[str]:
@@ -72,6 +73,26 @@ def test_replay_of_a_kraft_failover(kafka_target, logfork_runs, capsys):
     steps = verdict["details"]["steps"]
     # The failover itself must have happened: both kills and the restart ran.
     assert [s["status"] for s in steps if s["kind"] in ("kill", "restart")] == ["done"] * 3, out
+
+
+@pytest.mark.cluster
+def test_replay_of_the_kafka_19522_finding(kafka_target, logfork_runs, capsys):
+    """The finding explore made blind on 4.0.2 (docs/findings/KAFKA-19522.md): a fenced
+    last known leader elected before 4.1.0, and from 4.1.0 an election that waits."""
+    release = kafka_target.release
+    if kafka_target.mode != "kraft" or not release.at_least(4, 0):
+        pytest.skip("formatted with eligible.leader.replicas.version, which needs 4.0")
+    args = ["replay", str(FINDINGS / "KAFKA-19522.json"), "--kafka-version", kafka_target.kafka]
+    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
+    out = capsys.readouterr().out
+    run_dir = Path(_printed(out, "run directory")[0])
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert [s["status"] for s in verdict["details"]["steps"]] == ["done"] * 3, out
+    failure = verdict["details"]["judgement"]["failure"]
+    if release.at_least(4, 1):
+        assert (code, failure) == (0, None), out
+    else:
+        assert (code, failure) == (1, "fenced-leader"), out
 
 
 @pytest.mark.cluster

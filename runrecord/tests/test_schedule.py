@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -349,3 +350,13 @@ def test_kraft_has_no_per_broker_session_timeout() -> None:
     assert "cluster.node_config.2.broker.session.timeout.ms: KRaft has one session" in str(
         err.value
     )
+
+
+def test_every_finding_is_a_valid_schedule_with_its_write_up() -> None:
+    findings = Path(__file__).parents[2] / "docs" / "findings"
+    files = sorted(findings.glob("*.json"))
+    assert files
+    for path in files:
+        validate(load_schedule(path))
+        first = path.with_suffix(".md").read_text().splitlines()[0]
+        assert re.fullmatch(r"bad: [\d.]+ good: [\d.]+ mode: (zk|kraft)", first), path

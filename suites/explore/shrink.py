@@ -125,6 +125,10 @@ class _Shrinker:
         self.tried: dict[str, str] = {}
         self.retried: set[str] = set()
         self.failure: str | None = None
+        # The last candidate confirmed failing. Every pass takes a failing candidate as its
+        # new current schedule at once, so this is the smallest so far, even when the budget
+        # runs out in the middle of a pass that had already improved on its start.
+        self.smallest: Schedule | None = None
 
     def _run(self, schedule: Schedule) -> str | None:
         if self.runs >= self.budget:
@@ -169,6 +173,7 @@ class _Shrinker:
             break
         else:
             attempt.verdict = FAILING
+            self.smallest = candidate
         self.tried[key] = attempt.verdict
         return attempt.verdict == FAILING
 
@@ -219,7 +224,7 @@ def shrink(
         first.verdict = FLAKY if any(first.runs) else PASSING
         return _finish(result, s, reproducible=False)
     s.tried[_key(schedule)] = FAILING
-    current = schedule
+    s.smallest = current = schedule
     try:
         progress = True
         while progress:
@@ -239,6 +244,7 @@ def shrink(
         result.exhausted = False
     except _Budget:
         result.exhausted = True
+        current = s.smallest
     result.minimal = current
     return _finish(result, s, reproducible=True)
 

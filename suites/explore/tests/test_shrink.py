@@ -146,6 +146,16 @@ def test_the_budget_bounds_the_runs() -> None:
     assert TRUTH(result.minimal) == "diverged" and len(result.minimal.steps) < len(PADDED.steps)
 
 
+def test_a_budget_spent_mid_pass_keeps_what_the_pass_had_found() -> None:
+    # The drop pass takes each failing candidate as it goes; a budget that runs out before
+    # the pass returns must not lose those steps (an 8-step reproduction was once reported
+    # as its 17-step original).
+    for budget in range(3, 41):
+        result = shrink(PADDED, TRUTH, budget=budget)
+        taken = [a.schedule for a in result.attempts if a.verdict == FAILING]
+        assert result.minimal.steps == taken[-1].steps, budget
+
+
 def test_another_kind_of_failure_does_not_count() -> None:
     # n < 20 would make the follower stuck instead: not the divergence being shrunk.
     result = shrink(PADDED, TRUTH, budget=400)
