@@ -89,10 +89,12 @@ def test_replay_of_the_kafka_19522_finding(kafka_target, logfork_runs, capsys):
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert [s["status"] for s in verdict["details"]["steps"]] == ["done"] * 3, out
     failure = verdict["details"]["judgement"]["failure"]
+    assert verdict["symptom"]["expected"]["kind"] == "consistent"  # it declares no `expect`
     if release.at_least(4, 1):
         assert (code, failure) == (0, None), out
     else:
         assert (code, failure) == (1, "fenced-leader"), out
+    assert verdict["symptom"]["observed"]["kind"] == (failure or "consistent")
 
 
 @pytest.mark.cluster

@@ -23,7 +23,6 @@ from fixtures.config import zookeeper_config
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import Aborted, WaitTimeout, wait_until
-from observe import kraft
 from observe.controller import active_controller
 from observe.state import PartitionState, partition_state
 from runrecord import schedule_roles as roles
@@ -33,7 +32,8 @@ from runrecord.power import CUT
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Endpoint, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
-from suites.broker_logs import log_lines, log_mark, shutdown_backoffs
+from suites.broker_logs import log_mark, shutdown_backoffs
+from suites.explore.fast_restart import fast_restart
 from suites.explore.power_cuts import PowerCut, unmodelled
 from suites.explore.quorum import quorum_fault
 from suites.explore.settle import settle
@@ -409,33 +409,10 @@ class Live:
         return {"broker": b}, self._crash(b, lambda: process.kill(self.cluster, self.node(b)))
 
     def _fast_restart(self, b: int, signal: str) -> tuple[dict[str, Any], float]:
-        """Kill the broker and start it again at once, before its session ends; proven by
-        it serving again, with what its registration met on the way: the refusals of a
-        controller that waits out the old session (DUPLICATE_BROKER_REGISTRATION, KRaft from
-        4.0) and whether it was fenced in between."""
-        node = self.node(b)
-        mark = log_mark(node)
-        fenced_before = self._fences(b)
-        since = time.monotonic()
-        process.kill(self.cluster, node, signal=signal)
-        self._start(b)
-        refusals = sum(1 for _ in log_lines(node, "DUPLICATE_BROKER_REGISTRATION", since=mark))
-        seconds = time.monotonic() - since
-        targets = {
-            "broker": b,
-            "back_in_seconds": round(seconds, 1),
-            "registration_refused": refusals,
-            "fenced_meanwhile": self._fences(b) > fenced_before,
-        }
-        waits = self._session_wait(b, since) if refusals else 0.0
+        targets, since = fast_restart(self.cluster, self.node(b), b, signal, lambda: self._start(b))
+        # A controller that refused the registration made the broker wait out its session.
+        waits = self._session_wait(b, since) if targets["registration_refused"] else 0.0
         return targets, waits
-
-    def _fences(self, b: int) -> int:
-        """KRaft: how often the metadata log has fenced the broker so far (0 in ZooKeeper
-        mode)."""
-        if self.cluster.mode != "kraft":
-            return 0
-        return sum(1 for o in kraft.fence_offsets(self.cluster.controllers, b))
 
     def _running(self, b: Any) -> str | None:
         return None if self.alive(b) else self.describe(b)

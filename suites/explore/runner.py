@@ -34,7 +34,7 @@ from observe.state import StateRecorder
 from observe.timeline import Timeline
 from reports.judge import history as check_sends
 from runrecord.history import DURABLE_ACKS
-from runrecord.outcome import Outcome, SymptomPair
+from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair
 from runrecord.power import CUT
 from runrecord.replay import Comparison, Judgement, StepResult
 from runrecord.run import RunInfo, Verdict
@@ -420,8 +420,9 @@ def _body(
     expected = expected_symptom(schedule.expect, cluster.release.parts, cluster.mode)
     verdict.outcome, verdict.expected = schedule_outcome(judgement, expected)
     observed = observed_symptom(judgement)
-    if expected is not None:
-        verdict.symptom = SymptomPair(expected, observed)
+    # Without a declared symptom every invariant must hold: the pair says so, and names the
+    # kind of a finding (a fenced leader, say) that the outcome only calls "diverged".
+    verdict.symptom = SymptomPair(expected or Symptom(CONSISTENT), observed)
     verdict.summary = judgement.summary
     if verdict.outcome == Outcome.DIVERGED and expected is not None:
         verdict.summary = (
