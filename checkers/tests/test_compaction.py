@@ -335,3 +335,18 @@ def test_a_record_the_lagging_replica_lacks_below_its_end_is_found(tmp_path: Pat
     damage.drop_record(dirs[0] / "c-0" / craft.segment_name(0), 3)
     verdict = audit(dirs).partitions[0]
     assert (verdict.status, verdict.diverged_at) == ("diverged", 3)
+
+
+def test_a_key_whose_tombstone_is_gone_past_the_lagging_end(tmp_path: Path) -> None:
+    # The leader deleted k3 with a tombstone at 13, past broker 1's end, and its cleaner
+    # then removed k3 (offset 3) and, past its delete horizon, the tombstone too: nothing of
+    # k3 is left on the leader, and broker 1 ends before the tombstone.
+    leader = [[batch(0, 4, []), batch(5, 9, [])], [batch(10, 12, LATE), batch(13, 13, [])]]
+    dirs = [
+        craft.write_cleaned_replica(tmp_path / "b1", 1, T, raw()[:1], high_watermark=10),
+        craft.write_cleaned_replica(
+            tmp_path / "b2", 2, T, leader, cleaned_to=14, high_watermark=14
+        ),
+    ]
+    verdict = audit(dirs).partitions[0]
+    assert verdict.status == "consistent", render(audit(dirs))
