@@ -146,13 +146,14 @@ def _why_absent(offset: int, batch: Batch, record: Record, x: _Side, y: _Side) -
     later = max(y.last_of_key.get(record.key, -1), x.last_of_key.get(record.key, -1))
     if later > offset:
         return f"superseded by offset {later}, same key"
-    if record.key not in y.last_of_key and (x.lineage.log_end_offset or 0) < (
-        y.lineage.log_end_offset or 0
-    ):
+    if record.key not in y.last_of_key and x.lineage.leo < y.lineage.leo:
         # y's cleaner left no record of the key at all: its last record was a tombstone,
         # removed too once past its delete horizon (delete.retention.ms), and x, which lags,
         # ends before that tombstone, so neither replica still shows what superseded it.
-        return "superseded by a tombstone gone past its delete horizon (x ends before it)"
+        return (
+            f"superseded by a tombstone beyond broker {x.id}'s end, since removed past its "
+            "delete horizon"
+        )
     if batch.is_transactional and (
         x.aborted(batch.producer_id, offset) or y.aborted(batch.producer_id, offset)
     ):

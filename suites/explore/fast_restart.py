@@ -20,7 +20,7 @@ def fences(cluster: Cluster, broker: int) -> int:
     mode)."""
     if cluster.mode != "kraft":
         return 0
-    return sum(1 for _ in kraft.fence_offsets(cluster.controllers, broker))
+    return len(kraft.fence_offsets(cluster.controllers, broker))
 
 
 def fast_restart(

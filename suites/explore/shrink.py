@@ -125,9 +125,9 @@ class _Shrinker:
         self.tried: dict[str, str] = {}
         self.retried: set[str] = set()
         self.failure: str | None = None
-        # The last candidate confirmed failing. Every pass takes a failing candidate as its
-        # new current schedule at once, so this is the smallest so far, even when the budget
-        # runs out in the middle of a pass that had already improved on its start.
+        # The candidate taken last. Every pass takes a failing candidate as its new current
+        # schedule at once, so this is the smallest so far, also when the budget runs out in
+        # the middle of a pass that had already improved on its start.
         self.smallest: Schedule | None = None
 
     def _run(self, schedule: Schedule) -> str | None:
@@ -150,7 +150,7 @@ class _Shrinker:
             # Decided already, except that a flaky candidate gets one more chance (a real
             # cluster's bad luck should not rule a step out for the whole shrink).
             if self.tried[key] != FLAKY or key in self.retried:
-                return self.tried[key] == FAILING
+                return self._taken(candidate, self.tried[key])
             self.retried.add(key)
         attempt.schedule = candidate
         if self.prescreen is not None and (why := self.prescreen(candidate)) is not None:
@@ -173,9 +173,15 @@ class _Shrinker:
             break
         else:
             attempt.verdict = FAILING
-            self.smallest = candidate
         self.tried[key] = attempt.verdict
-        return attempt.verdict == FAILING
+        return self._taken(candidate, attempt.verdict)
+
+    def _taken(self, candidate: Schedule, verdict: str) -> bool:
+        """Whether a pass takes the candidate (it fails, confirmed); the one taken last is the
+        smallest so far."""
+        if verdict == FAILING:
+            self.smallest = candidate
+        return verdict == FAILING
 
     def _matches(self, result: str | None) -> bool:
         if result is None:
@@ -244,8 +250,7 @@ def shrink(
         result.exhausted = False
     except _Budget:
         result.exhausted = True
-        current = s.smallest
-    result.minimal = current
+    result.minimal = s.smallest
     return _finish(result, s, reproducible=True)
 
 
