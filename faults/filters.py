@@ -16,7 +16,14 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 
-from faults.network import RULE_COMMENT, delete_rules, insert_rules, listen_port, reachable
+from faults.network import (
+    RULE_COMMENT,
+    defer_removal,
+    delete_rules,
+    insert_rules,
+    listen_port,
+    reachable,
+)
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
@@ -34,36 +41,57 @@ ASSIGN_REPLICAS_TO_DIRS = 73  # KIP-858: a broker reports which log dir holds a 
 class Filter:
     cluster: Cluster
     node: Node  # whose namespace holds the rule
-    peer: Node
+    peer: Node | None  # a node the filter must not cut `node` off from (None: no probe)
     match: list[str]  # the rule without its comment and target
     what: str
     rules: list[list[str]] = field(default_factory=list)
     tag: str = field(default_factory=lambda: f"{RULE_COMMENT}-filter-{secrets.token_hex(3)}")
     healed: bool = False
     _dropped: int = 0
+    _earlier: int = 0  # dropped by the rules of the node's earlier incarnations
+    _incarnation: str | None = None
 
     def inject(self) -> Filter:
         spec = [*self.match, "-m", "comment", "--comment", self.tag, "-j", "DROP"]
         self.rules = insert_rules(self.node, [spec])
+        self._incarnation = self.node.started_at()
         # A filter is not a cut: the two nodes must still reach each other.
-        if self.peer.status() == "running" and not reachable(self.cluster, self.node, self.peer):
+        peer = self.peer
+        if (
+            peer is not None
+            and peer.status() == "running"
+            and not reachable(self.cluster, self.node, peer)
+        ):
             self.heal()
             raise NotReached(
-                f"{self.what}, with {self.node.name} still reaching {self.peer.name}",
-                f"{self.node.name} cannot reach {self.peer.name}",
+                f"{self.what}, with {self.node.name} still reaching {peer.name}",
+                f"{self.node.name} cannot reach {peer.name}",
             )
         self.cluster.timeline.record("fault", "filter", node=self.node.name, filter=self.what)
         return self
 
     def dropped(self) -> int:
-        """Packets the rule has dropped so far (the last count while the node is down)."""
-        if self.rules and self.node.status() == "running":
+        """Packets the rule has dropped so far, in every incarnation of the node (the last
+        count while the node is down)."""
+        running = self.node.status() == "running"
+        if self.rules and running and self.node.started_at() == self._incarnation:
             chain = self.match[0]
             out = self.node.exec(["iptables", "-L", chain, "-v", "-x", "-n"]).output
             for line in out.splitlines():
                 if self.tag in line and line.split()[0].isdigit():
                     self._dropped = int(line.split()[0])
-        return self._dropped
+        return self._earlier + self._dropped
+
+    def restore(self) -> None:
+        """Put the rule back into a node that was restarted (its old namespace took the
+        rule with it), counting what the old one dropped."""
+        if self.healed or self.node.started_at() == self._incarnation:
+            return
+        self._earlier += self._dropped
+        self._dropped = 0
+        self.rules = []
+        self.inject()
+        self.cluster.timeline.record("fault", "filter-restored", filter=self.what)
 
     def await_dropped(self, what: str, *, timeout: float = 60.0) -> int:
         """Wait until the filter has dropped something: proof that `what` happened."""
@@ -75,6 +103,13 @@ class Filter:
     def heal(self) -> None:
         if self.healed:
             return
+        self.dropped()
+        if self.node.started_at() != self._incarnation:
+            self.rules = []  # they went with the namespace of an earlier incarnation
+        elif self.node.status() == "paused":
+            # A frozen node sends nothing: its rule goes as it resumes (faults.process).
+            defer_removal(self.node, self.rules)
+            self.rules = []
         failed = delete_rules(self.node, self.rules)
         if failed:
             raise LogforkError(f"could not remove rules in {self.node.name}: {'; '.join(failed)}")
@@ -102,6 +137,18 @@ def hold_requests(
     if at_receiver:
         return Filter(cluster, to, node, ["INPUT", "-s", node.address, *port, *u32], what).inject()
     return Filter(cluster, node, to, ["OUTPUT", "-d", to.address, *port, *u32], what).inject()
+
+
+def hold_api(
+    cluster: Cluster, node: Node, port: int, api_key: int, name: str, *, probe: Node | None
+) -> Filter:
+    """Hold every request of one API that `node` sends to `port` on any node (name: the
+    API's, for the record): the controller's port, wherever the controller is or moves.
+    `probe`: a node on that port that must stay reachable."""
+    match = ["OUTPUT", "-p", "tcp", "--dport", str(port)]
+    match += ["-m", "u32", "--u32", U32_API_KEY.format(api_key)]
+    what = f"{node.name}'s {name} requests held"
+    return Filter(cluster, node, probe, match, what).inject()
 
 
 def drop_large(cluster: Cluster, node: Node, from_: Node, at_least: int) -> Filter:

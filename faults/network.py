@@ -216,15 +216,11 @@ class Cut:
             self._incarnations.pop(name, None)
 
     def _defer_frozen(self) -> None:
-        """Hand the rules of a frozen end to `remove_deferred`: docker runs nothing in a
-        paused node, and a frozen node sends and takes no packet, so its rules go as it
-        resumes, before it does anything."""
+        """Hand the rules of a frozen end to `remove_deferred` (`defer_removal`)."""
         for name, node in {n.name: n for n, _ in self._held()}.items():
             if node.status() != "paused":
                 continue
-            specs = [spec for n, spec in self._held() if n.name == name]
-            held = _DEFERRED.setdefault(node.container_name, (node.started_at(), []))[1]
-            held.extend(specs)
+            defer_removal(node, [spec for n, spec in self._held() if n.name == name])
             if node is self.node:
                 self.rules.clear()
             self.mirrored = [(n, spec) for n, spec in self.mirrored if n.name != name]
@@ -268,6 +264,14 @@ class Cut:
 # Rules a heal left in a paused node's namespace, by container: (the namespace's start,
 # the rules). They go as the node resumes (faults.process.resume).
 _DEFERRED: dict[str, tuple[str | None, list[list[str]]]] = {}
+
+
+def defer_removal(node: Node, specs: list[list[str]]) -> None:
+    """Remove a frozen node's rules as it resumes (`remove_deferred`): docker runs nothing
+    in a paused node, and a frozen node sends and takes no packet, so they go before it
+    does anything."""
+    held = _DEFERRED.setdefault(node.container_name, (node.started_at(), []))[1]
+    held.extend(specs)
 
 
 def remove_deferred(node: Node) -> None:

@@ -10,7 +10,7 @@ precondition. When none does, the step is skipped, saying what was observed (`Sk
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,3 +107,23 @@ def cannot_shut_down(
             "shutdown would hang"
         )
     return None
+
+
+def cannot_hold_alter_partition(
+    broker: int, assignment: Sequence[int], running: str | None, held: Collection[int]
+) -> str | None:
+    """Why a broker's AlterPartition requests cannot be held, or None. `running`: why it
+    does not run (None: it does). Only a broker with a replica of the partition asks the
+    controller to change its ISR."""
+    if broker not in assignment:
+        return f"broker {broker} holds no replica"
+    if running is not None:
+        return running
+    if broker in held:
+        return f"broker {broker}'s AlterPartition requests are already held"
+    return None
+
+
+NO_ALTER_PARTITION = (
+    "no AlterPartition before 2.7 (KIP-497): the leader writes the ISR to ZooKeeper itself"
+)

@@ -152,6 +152,20 @@ class HoldBack:
 
 
 @dataclass(frozen=True)
+class HoldAlterPartition:
+    """Hold a broker's AlterPartition requests (its ISR changes) on their way to the
+    controller until a `heal` of every cut, while the rest of its traffic flows: the
+    controller keeps the ISR it had, and the held request lands late, with what it said
+    when it was sent (KIP-903's delayed AlterPartition)."""
+
+    KIND: ClassVar[str] = "hold-alter-partition"
+    target: Target = field(default=Role.LEADER, metadata=_target())
+
+    def describe(self) -> str:
+        return f"hold the AlterPartition requests of {_name(self.target)}"
+
+
+@dataclass(frozen=True)
 class Cut:
     """Cut the link between two nodes, both ways; `b` may be "quorum" (ZooKeeper or the
     KRaft controllers)."""
@@ -166,8 +180,8 @@ class Cut:
 
 @dataclass(frozen=True)
 class Heal:
-    """Heal the link between `a` and `b`, or with neither, every cut (hold-backs and session
-    cuts included)."""
+    """Heal the link between `a` and `b`, or with neither, every cut (hold-backs, session
+    cuts and held AlterPartition requests included)."""
 
     KIND: ClassVar[str] = "heal"
     a: Target | None = field(default=None, metadata=_target())
@@ -314,6 +328,7 @@ class Wait:
 Step = (
     Produce
     | HoldBack
+    | HoldAlterPartition
     | Cut
     | Heal
     | ExpireSession

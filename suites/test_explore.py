@@ -76,6 +76,27 @@ def test_replay_of_a_kraft_failover(kafka_target, logfork_runs, capsys):
 
 
 @pytest.mark.cluster
+def test_replay_of_a_held_alter_partition(kafka_target, logfork_runs, capsys):
+    """The leader's AlterPartition held while its follower falls behind: the shrink does not
+    reach the controller, so an acks=all write times out; the heal delivers it late, the
+    follower rejoins, and the filter's dropped packets prove the hold."""
+    if kafka_target.mode != "kraft":
+        pytest.skip("a KRaft schedule")
+    schedule = SCHEDULES / "kraft-alter-partition.json"
+    args = ["replay", str(schedule), "--kafka-version", kafka_target.kafka]
+    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "model and brokers agree: yes" in out
+    run_dir = Path(_printed(out, "run directory")[0])
+    steps = json.loads((run_dir / "verdict.json").read_text())["details"]["steps"]
+    assert [s["status"] for s in steps] == ["done"] * 7, out
+    assert steps[4]["targets"]["acknowledged"] is False  # the shrink was held
+    assert steps[5]["targets"]["alter_partition_dropped"]["1"] > 0
+    assert steps[6]["targets"]["acknowledged"] is True
+
+
+@pytest.mark.cluster
 def test_replay_of_the_kafka_19522_finding(kafka_target, logfork_runs, capsys):
     """The finding explore made blind on 4.0.2 (docs/findings/KAFKA-19522.md): a fenced
     last known leader elected before 4.1.0, and from 4.1.0 an election that waits."""

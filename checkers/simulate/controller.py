@@ -257,7 +257,6 @@ class ControlPlane(Replication):
             or lead.role != LEADER
             or lead.epoch != ctl.epoch
             or not self.alive(lead.broker)
-            or not self._can_write_isr(lead.broker)
         ):
             return False
         changed = False
@@ -269,7 +268,8 @@ class ControlPlane(Replication):
             fetching = f.role == FOLLOWER and f.leader == lead.broker
             # KRaft keeps fenced brokers out of the ISR (KIP-841); ZooKeeper mode does not.
             fenced = self.cluster.mode == "kraft" and not self.registered(b)
-            if fetching and not fenced and self.can_talk(b, lead.broker) and leo >= lead.hw:
+            caught_up = fetching and not fenced and self.can_talk(b, lead.broker)
+            if caught_up and leo >= lead.hw and self._can_write_isr(lead.broker, ("add", b)):
                 ctl.isr = [x for x in self.assignment if x in ctl.isr or x == b]
                 lead.isr = list(ctl.isr)
                 lead.lag[b] = 0.0
@@ -277,6 +277,29 @@ class ControlPlane(Replication):
                 self._event(f"broker {b} caught up and rejoins the ISR {ctl.isr}")
                 changed = True
         return changed
+
+    def _release_held(self) -> list[int]:
+        """The heal: held AlterPartition requests land, late. The controller takes one
+        only if the partition is as its sender saw it (ZooKeeper's zkVersion, KRaft's
+        partition epoch), and KRaft never adds a fenced broker (KIP-841); a rejected
+        request leaves the leader to ask again from what it sees now."""
+        released, ctl = sorted(self.held), self.ctl
+        for broker, (action, b, seen) in sorted(self.pending.items()):
+            fenced = action == "add" and self.cluster.mode == "kraft" and not self.registered(b)
+            if seen != (ctl.leader, ctl.epoch, tuple(ctl.isr)) or fenced:
+                self._event(f"broker {broker}'s late AlterPartition ({action} {b}) rejected")
+                continue
+            if action == "remove":
+                self._leave_isr(b)
+                if self.bump_epoch_on_isr_shrink:
+                    self._bump()
+            else:
+                ctl.isr = [x for x in self.assignment if x in ctl.isr or x == b]
+                self._isr_restored()
+            self._event(f"broker {broker}'s late AlterPartition ({action} {b}): ISR {ctl.isr}")
+        self.held.clear()
+        self.pending.clear()
+        return released
 
     def settle(self) -> None:
         """Let the cluster act until nothing changes: sessions, the controller, LeaderAndIsr,
@@ -331,7 +354,8 @@ class ControlPlane(Replication):
                 # The leader's ISR write is conditional on the version it knows
                 # (zkVersion, partition epoch): a stale view makes it fail.
                 current = lead.isr == self.ctl.isr
-                if lead.lag[b] > limit and current and self._can_write_isr(lead.broker):
+                behind = lead.lag[b] > limit and current
+                if behind and self._can_write_isr(lead.broker, ("remove", b)):
                     self._leave_isr(b)
                     lead.isr = list(self.ctl.isr)
                     self._event(

@@ -214,6 +214,16 @@ class SimState:
         self.reregistration_fences = self.elr or (
             cluster.mode == "kraft" and release is not None and release.at_least(4, 0)
         )
+        # AlterPartition (KIP-497, 2.7): a leader asks the controller to change the ISR.
+        # Before it, a ZooKeeper-mode leader wrote the ISR to ZooKeeper itself.
+        self.alter_partition = release is None or release.has_alter_partition
+        self.held: set[int] = set()  # brokers whose AlterPartition requests are held
+        # The ISR changes a held broker asked for, by broker; kept after the heal, as what
+        # the hold did. `pending`: the one request each held broker has in flight (Kafka
+        # sends the next only once this one is answered), with the partition as the broker
+        # saw it then (leader, epoch, ISR), which the controller checks when it lands.
+        self.held_changes: dict[int, list[str]] = {}
+        self.pending: dict[int, tuple[str, int, tuple[Any, ...]]] = {}
         self.assignment = list(cluster.replicas)
         self.nodes = {b: Node(b) for b in cluster.broker_ids}
         self.replicas = {b: Replica(b) for b in self.assignment}
@@ -319,10 +329,22 @@ class SimState:
         ctl = self._controller_broker()
         return ctl is not None and self.can_talk(broker, ctl)
 
-    def _can_write_isr(self, broker: int) -> bool:
-        """A leader changes the ISR by writing to ZooKeeper (KRaft: AlterPartition to the
-        controller); it needs its session and the link."""
-        return self.registered(broker) and self.can_talk(broker, QUORUM)
+    def _can_write_isr(self, broker: int, change: tuple[str, int] | None = None) -> bool:
+        """A leader changes the ISR by writing to ZooKeeper (from 2.7 and in KRaft:
+        AlterPartition to the controller); it needs its session and the link, and a request
+        that is not held. `change` ("add" or "remove", a broker): what it asks for, kept
+        as its request in flight when it is held."""
+        if not (self.registered(broker) and self.can_talk(broker, QUORUM)):
+            return False
+        if broker in self.held:
+            if change is not None and broker not in self.pending:
+                ctl = self.ctl
+                self.pending[broker] = (*change, (ctl.leader, ctl.epoch, tuple(ctl.isr)))
+                said = f"{change[0]} {change[1]}"
+                self.held_changes.setdefault(broker, []).append(said)
+                self._event(f"broker {broker}'s AlterPartition ({said}) held")
+            return False
+        return True
 
     def _session_timeout(self, broker: int) -> float:
         return self.cluster.session_timeout_ms(broker) / 1000
@@ -393,6 +415,7 @@ class SimState:
         node = self.nodes[b]
         node.status = STOPPED
         node.clean = clean
+        self.pending.pop(b, None)  # its request in flight dies with it; a hold stays
         r = self.replicas.get(b)
         if r is not None:
             if self._step in self.options.checkpoint_before:

@@ -39,6 +39,7 @@ from runrecord.schedule import (
     Endpoint,
     ExpireSession,
     Heal,
+    HoldAlterPartition,
     HoldBack,
     Kill,
     Pause,
@@ -53,10 +54,12 @@ from runrecord.schedule import (
     Wait,
 )
 from runrecord.schedule_roles import (
+    NO_ALTER_PARTITION,
     Rejected,
     Skip,
     View,
     candidates,
+    cannot_hold_alter_partition,
     cannot_shut_down,
     pick,
 )
@@ -230,6 +233,20 @@ class Simulator(ControlPlane):
         self.settle()
         return {"follower": b, "leader": leader}
 
+    def _do_holdalterpartition(self, step: HoldAlterPartition) -> dict[str, Any]:
+        if not self.alter_partition:
+            raise Skip(NO_ALTER_PARTITION)
+        running = self._status_is(RUNNING)
+
+        def ok(b: Any) -> str | None:
+            return cannot_hold_alter_partition(b, self.assignment, running(b), self.held)
+
+        b = self._pick(step.target, ok, "hold the AlterPartition requests of")
+        self.held.add(b)
+        self._event(f"broker {b}'s AlterPartition requests held")
+        self.settle()
+        return {"broker": b}
+
     def _do_cut(self, step: Cut) -> dict[str, Any]:
         for a in self._candidates(step.a):
             for b in self._candidates(step.b):
@@ -242,15 +259,16 @@ class Simulator(ControlPlane):
 
     def _do_heal(self, step: Heal) -> dict[str, Any]:
         if step.a is None:
-            if not self.cuts:
+            if not self.cuts and not self.held:
                 raise Skip("nothing is cut")
             healed = sorted(sorted(map(str, c)) for c in self.cuts)
             was_up = self.quorum_up()
             self.cuts.clear()
             self._quorum_back(was_up)
-            self._event(f"every cut healed ({healed})")
+            released = self._release_held()
+            self._event(f"every cut healed ({healed}), AlterPartition released {released}")
             self.settle()
-            return {"links": healed}
+            return {"links": healed, "released": released}
         assert step.b is not None
         for a in self._candidates(step.a):
             for b in self._candidates(step.b):
@@ -464,6 +482,7 @@ class Simulator(ControlPlane):
         for v in self.voters:
             self.voters[v] = RUNNING
         self._quorum_back(was_up)
+        self._release_held()
         for node in self.nodes.values():
             if node.status == PAUSED:
                 node.status = RUNNING

@@ -18,7 +18,7 @@ from typing import Any
 from kazoo.exceptions import NoNodeError
 
 from checkers.simulate import Simulator
-from faults import elections, network, power, process, replication, session
+from faults import elections, network, process, replication, session
 from fixtures.config import zookeeper_config
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
@@ -28,13 +28,13 @@ from observe.state import PartitionState, partition_state
 from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
 from runrecord.events import EventKind
-from runrecord.power import CUT
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
-from runrecord.schedule import QUORUM, Endpoint, Role, Schedule, Step
+from runrecord.schedule import QUORUM, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
 from suites.broker_logs import log_mark, shutdown_backoffs
+from suites.explore.alter_partition import Holds
 from suites.explore.fast_restart import fast_restart
-from suites.explore.power_cuts import PowerCut, unmodelled
+from suites.explore.power_cuts import PowerCut, cut_power
 from suites.explore.quorum import quorum_fault
 from suites.explore.settle import settle
 from suites.scenario import RunContext
@@ -93,6 +93,7 @@ class Live:
         self.exited: dict[int, str] = {}  # brokers that did not come back after the heal
         self.controllers: list[tuple[int, int]] = []  # (step, broker): the controller moved
         self.voter_cuts: dict[str, network.Cut] = {}  # KRaft voters cut off from the others
+        self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
         self._registered: set[int] = set()
         self._since = dict(marks or {})  # broker -> its log's mark at its last start
 
@@ -284,6 +285,21 @@ class Live:
         self.links.append(Link(b, leader, "hold-back", held.cut))
         return {"follower": b, "leader": leader}, 0.0
 
+    def _do_holdalterpartition(
+        self, step: kinds.HoldAlterPartition
+    ) -> tuple[dict[str, Any], float]:
+        if self.cluster.mode == "zk" and not self.cluster.release.has_alter_partition:
+            raise Skip(roles.NO_ALTER_PARTITION)
+        view = self.view()
+
+        def ok(b: Any) -> str | None:
+            held = self.holds.held()
+            return roles.cannot_hold_alter_partition(b, self.assignment, self._running(b), held)
+
+        b = roles.pick(step.target, view, ok, "hold the AlterPartition requests of")
+        self.holds.hold(b, self.node(b))
+        return {"broker": b}, 0.0
+
     def _do_cut(self, step: kinds.Cut) -> tuple[dict[str, Any], float]:
         view = self.view()
         down: list[str] = []
@@ -302,18 +318,19 @@ class Live:
                 self.links.append(Link(a, b, "cut", cut))
                 return {"a": a, "b": b}, 0.0
         why = f": {'; '.join(down)}" if down else ""
-        raise Skip(f"no uncut link between {_end(step.a)} and {_end(step.b)}{why}")
+        raise Skip(f"no uncut link between {step.a} and {step.b}{why}")
 
     def _do_heal(self, step: kinds.Heal) -> tuple[dict[str, Any], float]:
         if step.a is None:
-            if not self.links and not self.voter_cuts:
+            if not self.links and not self.voter_cuts and not self.holds.held():
                 raise Skip("nothing is cut")
             healed = [f"{link.a}-{link.b}" for link in self.links]
             healed += [f"{name}-voters" for name in self.voter_cuts]
             for link in list(self.links):
                 self._heal(link)
             self._heal_voters()
-            return {"links": healed}, 0.0
+            released = self.holds.release(self.sim)
+            return {"links": healed, "alter_partition_dropped": released}, 0.0
         view = self.view()
         for a in roles.candidates(step.a, view):
             for b in roles.candidates(step.b, view):
@@ -321,7 +338,7 @@ class Live:
                 if link is not None:
                     self._heal(link)
                     return {"a": a, "b": b}, 0.0
-        raise Skip(f"no cut between {_end(step.a)} and {_end(step.b)}")
+        raise Skip(f"no cut between {step.a} and {step.b}")
 
     def _heal(self, link: Link) -> None:
         broker = self.node(link.a)
@@ -456,6 +473,7 @@ class Live:
             for link in self.links:
                 if b in (link.a, link.b):
                     link.cut.restore()  # its side of the cut went with its old namespace
+            self.holds.restore(b)
 
         self._since[b] = log_mark(self.node(b))
         process.restart(self.cluster, self.node(b), serving=serving, on_running=restore)
@@ -478,20 +496,7 @@ class Live:
         cut = PowerCut(len(self.results), b)
 
         def kill() -> None:
-            node = self.node(b)
-            losses = power.power_loss(
-                self.cluster,
-                node,
-                topics={self.topic},
-                lose=step.lose,
-                model=step.power_model,
-                seed=step.seed or 0,
-            )
-            cut.ends = {p: (x.end_before, x.end_after) for (_, p), x in losses.items()}
-            cut.model = step.power_model
-            if cut.model != CUT and self.cluster.disks is not None:
-                reports = [d.crashes[-1] for d in self.cluster.disks.of(node) if d.crashes]
-                cut.unmodelled = unmodelled(reports, self.topic)
+            cut_power(self.cluster, self.node(b), step, self.topic, cut)
 
         waits = self._crash(b, kill)
         self.power_cuts.append(cut)
@@ -521,6 +526,7 @@ class Live:
         for link in list(self.links):
             self._heal(link)
         self._heal_voters()
+        released = self.holds.release(self.sim)
         for voter in self.cluster.controllers:  # the quorum back before the brokers
             if voter.status() in ("exited", "created", "dead"):
                 process.restart(self.cluster, voter)
@@ -537,8 +543,6 @@ class Live:
                 if self.node(b).status() == "running":
                     raise
                 self.exited[b] = f"{exc}"[:300] + "\n" + self.node(b).tail_log()
-        self.ctx.timeline.record("heal", "everything", exited=sorted(self.exited))
-
-
-def _end(end: Endpoint | None) -> str:
-    return str(end)
+        self.ctx.timeline.record(
+            "heal", "everything", exited=sorted(self.exited), alter_partition_dropped=released
+        )

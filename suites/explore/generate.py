@@ -33,6 +33,7 @@ from runrecord.schedule import (
     ElectUnclean,
     ExpireSession,
     Heal,
+    HoldAlterPartition,
     HoldBack,
     Kill,
     Pause,
@@ -54,6 +55,7 @@ from runrecord.schedule import (
 STEP_WEIGHTS: dict[str, float] = {
     "produce": 30,
     "hold-back": 8,
+    "hold-alter-partition": 3,  # KRaft only
     "cut": 3,
     "heal": 6,
     "expire-session": 6,
@@ -181,6 +183,10 @@ def _draw_cut(rng: random.Random, c: Cluster) -> Step:
     return Cut(a, b)
 
 
+def _draw_hold_alter_partition(rng: random.Random, c: Cluster) -> Step:
+    return HoldAlterPartition(_replica_or(rng, c, [(Role.LEADER, 0.8)]))
+
+
 def _draw_heal(rng: random.Random, c: Cluster) -> Step:
     return Heal()  # every cut: a specific heal is for shrinking to find
 
@@ -241,6 +247,7 @@ def _draw_wait(rng: random.Random, c: Cluster) -> Step:
 DRAW: dict[str, Callable[[random.Random, Cluster], Step]] = {
     "produce": _draw_produce,
     "hold-back": _draw_hold_back,
+    "hold-alter-partition": _draw_hold_alter_partition,
     "cut": _draw_cut,
     "heal": _draw_heal,
     "expire-session": _draw_expire_session,
@@ -296,6 +303,9 @@ def kind_weights(options: DrawOptions) -> dict[str, float]:
         if w > 0
         and (options.unclean or k != "elect-unclean")
         and (k != "quorum" or (options.mode == "kraft" and options.controllers >= 3))
+        # Drawn in KRaft only, so that a ZooKeeper-mode seed gives the schedules it
+        # always did (a replay file may hold one in either mode).
+        and (k != "hold-alter-partition" or options.mode == "kraft")
     }
 
 

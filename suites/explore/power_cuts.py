@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from faults import power
+from fixtures.cluster import Cluster
 from fixtures.crashfs import CrashReport
+from fixtures.nodes import Node
+from runrecord import schedule_steps as kinds
 from runrecord.power import CUT
 
 
@@ -46,3 +50,18 @@ def unmodelled(reports: list[CrashReport], topic: str) -> list[str]:
                 continue
             found.append(path)
     return sorted(set(found))
+
+
+def cut_power(
+    cluster: Cluster, node: Node, step: kinds.PowerLoss, topic: str, cut: PowerCut
+) -> None:
+    """Run a `power-loss` step on the broker (faults.power, on the schedule's topic only),
+    filling in `cut` with what it dropped."""
+    losses = power.power_loss(
+        cluster, node, topics={topic}, lose=step.lose, model=step.power_model, seed=step.seed or 0
+    )
+    cut.ends = {p: (x.end_before, x.end_after) for (_, p), x in losses.items()}
+    cut.model = step.power_model
+    if cut.model != CUT and cluster.disks is not None:
+        reports = [d.crashes[-1] for d in cluster.disks.of(node) if d.crashes]
+        cut.unmodelled = unmodelled(reports, topic)
