@@ -68,6 +68,10 @@ class Cluster:
     # KRaft: feature levels the cluster is formatted with (FEATURES): on 4.0 eligible
     # leader replicas (KIP-966) are on only when formatted with level 1.
     features: dict[str, int] = field(default_factory=dict)
+    # Partitions 1..N of the schedule's topic take the background workload; partition k
+    # has the schedule's replicas rotated by k - 1, so that from 2 on their leaders differ
+    # and one broker's death or a controller failover moves several leaders at once.
+    background_partitions: int = 1
 
     def __post_init__(self) -> None:
         if not self.replicas:
@@ -81,6 +85,16 @@ class Cluster:
             b.hw_checkpoint_interval_ms or DEFAULT_CHECKPOINT_MS,
         )
         object.__setattr__(self, "broker_config", full)
+
+    @property
+    def partitions(self) -> tuple[int, ...]:
+        """Every partition of the schedule's topic: 0, the schedule's, then the background's."""
+        return tuple(range(self.background_partitions + 1))
+
+    def partition_replicas(self, partition: int) -> list[int]:
+        """A partition's assignment, its preferred replica first (`background_partitions`)."""
+        turn = max(partition - 1, 0) % len(self.replicas)
+        return list(self.replicas[turn:] + self.replicas[:turn])
 
     @property
     def broker_ids(self) -> list[int]:
@@ -179,6 +193,8 @@ def _load_broker_config(
     return BrokerConfig(**kwargs)
 
 
+MAX_BACKGROUND_PARTITIONS = 6  # two producers each, on a 2-core machine
+
 CLUSTER_KEYS = (
     "mode",
     "brokers",
@@ -190,6 +206,7 @@ CLUSTER_KEYS = (
     "broker_config",
     "node_config",
     "features",
+    "background_partitions",
 )
 
 
@@ -269,6 +286,12 @@ def load_cluster(value: Any, problems: Problems) -> Cluster | None:
             problems.add(f"{path}.features.{name}", f"must be one of {FEATURES[name]}")
         else:
             features[name] = level
+    background = obj.get("background_partitions", 1)
+    if not is_int(background) or not 1 <= background <= MAX_BACKGROUND_PARTITIONS:
+        problems.add(
+            f"{path}.background_partitions",
+            f"must be an integer from 1 to {MAX_BACKGROUND_PARTITIONS}",
+        )
     if len(problems.items) > before:
         return None
     return Cluster(
@@ -282,6 +305,7 @@ def load_cluster(value: Any, problems: Problems) -> Cluster | None:
         broker_config=broker,
         node_config=dict(sorted(nodes.items())),
         features=dict(sorted(features.items())),
+        background_partitions=background,
     )
 
 
@@ -334,4 +358,6 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
         }
     if cluster.features:
         out["features"] = dict(cluster.features)
+    if cluster.background_partitions != 1:
+        out["background_partitions"] = cluster.background_partitions
     return out

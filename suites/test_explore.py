@@ -73,6 +73,19 @@ def test_replay_of_a_kraft_failover(kafka_target, logfork_runs, capsys):
     steps = verdict["details"]["steps"]
     # The failover itself must have happened: both kills and the restart ran.
     assert [s["status"] for s in steps if s["kind"] in ("kill", "restart")] == ["done"] * 3, out
+    # Four partitions with their leaders apart: the first kill moved every leader it held,
+    # and each partition was judged.
+    judged = verdict["details"]["judgement"]["evidence"]["partitions"]
+    assert sorted(judged) == ["0", "1", "2", "3"], out
+    first_leader = {}
+    moved = set()
+    for line in (run_dir / "states.jsonl").read_text().splitlines()[1:]:
+        state = json.loads(line)
+        first = first_leader.setdefault(state["partition"], state["leader"])
+        if state["leader"] != first:
+            moved.add(state["partition"])
+    assert len(set(first_leader.values())) == 3, first_leader  # leaders apart
+    assert len(moved) >= 2, first_leader  # one broker's death moved several leaders
 
 
 @pytest.mark.cluster

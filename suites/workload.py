@@ -7,6 +7,7 @@ write the cluster acknowledged and later lost is the failure that matters most.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterable
@@ -176,8 +177,8 @@ def read_partition(
 
 
 class Background:
-    """Numbered writes to one partition while a schedule runs, acks=all and acks=1 apart
-    (a producer each), every send in the history, until `stop`."""
+    """Numbered writes to each of `partitions` while a schedule runs, acks=all and acks=1
+    apart (a producer each), every send in the history, until `stop`."""
 
     def __init__(
         self,
@@ -185,10 +186,10 @@ class Background:
         history: History,
         topic: str,
         *,
-        partition: int = 1,
-        rate: float = 10.0,  # writes per second and producer
+        partitions: tuple[int, ...] = (1,),
+        rate: float = 10.0,  # writes per second, producer and partition
     ) -> None:
-        self.topic, self.partition, self.interval = topic, partition, 1.0 / rate
+        self.topic, self.partitions, self.interval = topic, partitions, 1.0 / rate
         # Not idempotent: after the truncations and unclean elections a schedule causes, an
         # idempotent producer ends in a fatal error (UNKNOWN_PRODUCER_ID, OutOfOrderSequence)
         # and writes nothing more. A retried write may then land twice; the invariants judge
@@ -209,10 +210,10 @@ class Background:
     def _run(self) -> None:
         n = 0
         while not self._stop.wait(self.interval):
-            for acks, producer in self.producers.items():
-                value = f"{self.topic}-{acks}-{n:07d}"
+            for (acks, producer), p in itertools.product(self.producers.items(), self.partitions):
+                value = f"{self.topic}-{p}-{acks}-{n:07d}"
                 try:
-                    producer.produce(self.topic, value, partition=self.partition)
+                    producer.produce(self.topic, value, partition=p)
                     self.sent[acks] += 1
                 except Exception as exc:  # noqa: BLE001 - a fatal producer error: keep the rest
                     if len(self.errors) < 10:

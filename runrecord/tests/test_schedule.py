@@ -161,6 +161,36 @@ def test_kraft_cluster_round_trip() -> None:
     assert loads(dumps(schedule)) == schedule
 
 
+def test_background_partitions_rotate_the_replicas_and_are_written_only_when_set() -> None:
+    cluster = Cluster(mode="kraft", brokers=3, replication_factor=3, replicas=(2, 3, 1))
+    assert "background_partitions" not in to_dict(Schedule(cluster, steps=()))["cluster"]
+    several = Schedule(
+        Cluster(
+            mode="kraft",
+            brokers=3,
+            replication_factor=3,
+            replicas=(2, 3, 1),
+            background_partitions=3,
+        ),
+        steps=(),
+    )
+    assert to_dict(several)["cluster"]["background_partitions"] == 3
+    assert loads(dumps(several)) == several
+    shape = several.cluster
+    assert shape.partitions == (0, 1, 2, 3)
+    # Partition 1 as it always was (the schedule's replicas); 2 and 3 led by others.
+    assert [shape.partition_replicas(p) for p in shape.partitions] == [
+        [2, 3, 1],
+        [2, 3, 1],
+        [3, 1, 2],
+        [1, 2, 3],
+    ]
+    doc = to_dict(several)
+    doc["cluster"]["background_partitions"] = 7
+    with pytest.raises(ScheduleError, match=r"cluster\.background_partitions: must be an integer"):
+        loads(json.dumps(doc))
+
+
 def test_validate_checks_schedules_built_in_code() -> None:
     assert validate(EVERYTHING) == EVERYTHING
     bad = Schedule(Cluster(), steps=(ElectUnclean(),))  # unclean elections are disabled

@@ -78,6 +78,7 @@ CLUSTER_CHOICES: dict[str, list[tuple[Any, float]]] = {
     # Long: a follower that stops fetching stays in the ISR for the whole schedule (as in
     # KIP-279 scenario 1). Short: it leaves after 10 s of `wait`, kills or expiries.
     "replica.lag.time.max.ms": [(600000, 0.5), (10000, 0.5)],
+    "background_partitions": [(1, 0.5), (3, 0.5)],  # KRaft only
 }
 SESSION_MS = 6000
 COUNTS = [1, 1, 1, 2, 3, 5, 10, 10, 11, 15, 20, 20, 25]  # records per produce step
@@ -139,6 +140,11 @@ def draw_cluster(rng: random.Random, options: DrawOptions) -> Cluster:
     if options.lag_ms is not None:
         lag = options.lag_ms
     controller = fixed if fixed is not None else (spare[0] if spare else None)
+    # KRaft: several background partitions, leaders apart, half the time (drawn in KRaft
+    # only, so that a ZooKeeper-mode seed gives the schedules it always did).
+    background = (
+        choose(rng, CLUSTER_CHOICES["background_partitions"]) if options.mode == "kraft" else 1
+    )
     return Cluster(
         mode=options.mode,
         brokers=options.brokers,
@@ -150,6 +156,7 @@ def draw_cluster(rng: random.Random, options: DrawOptions) -> Cluster:
         broker_config=BrokerConfig(replica_lag_time_max_ms=lag, session_timeout_ms=SESSION_MS),
         controllers=options.controllers if options.mode == "kraft" else 1,
         features=dict(options.features),
+        background_partitions=background,
     )
 
 

@@ -61,7 +61,6 @@ from suites.scenario import RunContext, ScenarioError
 from suites.steps import write_batch
 from suites.workload import Background, History
 
-PARTITIONS = (SCHEDULE_PARTITION, BACKGROUND_PARTITION)
 CONVERGE_TIMEOUT = 150.0
 STALL = 30.0  # seconds without any change in ISRs or log end offsets: a stuck follower
 PROBE_TIMEOUT = 30.0
@@ -344,7 +343,7 @@ def _body(
     # Earlier schedules' writes are old enough for the OS to have written them back: a power
     # loss takes what this schedule wrote (fixtures.cluster.Cluster.settle_disks).
     cluster.settle_disks()
-    cluster.create_topic(topic, [replicas, replicas], config)
+    cluster.create_topic(topic, [shape.partition_replicas(p) for p in shape.partitions], config)
     ctx.topic = topic
     _probe(ctx, topic, replicas[0])
     timeline = ctx.timeline
@@ -356,8 +355,8 @@ def _body(
         lines=[prediction.summary(), *prediction.events],
     )
     writer = ctx.run.states_writer()
-    recorders = [StateRecorder(cluster, topic, p, writer).start() for p in PARTITIONS]
-    background = Background(cluster, ctx.history, topic, partition=BACKGROUND_PARTITION).start()
+    recorders = [StateRecorder(cluster, topic, p, writer).start() for p in shape.partitions]
+    background = Background(cluster, ctx.history, topic, partitions=shape.partitions[1:]).start()
     live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol), marks)
     try:
         for i, step in enumerate(schedule.steps):
@@ -375,7 +374,7 @@ def _body(
             topic,
             replicas,
             timeout=CONVERGE_TIMEOUT,
-            partitions=PARTITIONS,
+            partitions=shape.partitions,
             since=healing,
             stall=STALL,
             stop_on_stuck=fetcher_dies(cluster),
@@ -467,7 +466,8 @@ def _observe(
     """Each partition as the judge reads it: convergence, the audit of the copied logs,
     acknowledged acks=all writes missing from its leader's log, power losses' drops."""
     release = ctx.cluster.release
-    sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in PARTITIONS}
+    partitions = live.schedule.cluster.partitions
+    sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
     replicas = sorted(live.assignment)
     checks: dict[int, dict[str, Any] | None] = {}
     regressions: dict[int, list[str]] = {}
@@ -488,7 +488,7 @@ def _observe(
     metadata = kraft.metadata_log(ctx.cluster.controllers) if ctx.cluster.mode == "kraft" else None
     metadata_split = metadata_divergence(ctx.run.path) if metadata is not None else None
     out: dict[int, Observed] = {}
-    for p in PARTITIONS:
+    for p in partitions:
         state = convergence.partitions.get(p, {})
         v = verdicts.get(p)
         unjudged = ""
