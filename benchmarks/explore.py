@@ -3,6 +3,13 @@ protocol waits, with the cluster reused across schedules (as `logfork explore` r
 and, for comparison, what a fresh cluster per schedule adds.
 
     python -m benchmarks.explore [--kafka-version 1.1.1] [--seed 1] [--schedules 6]
+    python -m benchmarks.explore --parallel 1,2,3 [--kafka-version V] [--schedules 6]
+
+With `--parallel`, the same schedules run once at each level of `logfork explore
+--parallel` (fresh clusters each level, boots included), and a line per level reads
+`parallel N: X schedules/hour`, with the schedules' overhead ratio (wall time over their
+protocol waits), the schedules not reached, the model's agreement, and the machine's peak
+memory in use above what it used before the level.
 
 The schedules are the first of the model-guided ranking for the seed (unclean elections
 allowed, as the acceptance run uses them). A schedule's wall time runs from its topic's
@@ -21,15 +28,20 @@ nothing here fails on time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from fixtures.releases import resolve
+from fixtures.releases import Release, resolve
+from runrecord.explore import ExploreRecord
+from runrecord.outcome import Outcome
 from suites.explore.bench import Bench
+from suites.explore.explore import ExploreOptions, Explorer
 from suites.explore.generate import DrawOptions, explore_shape
-from suites.explore.guide import plan
+from suites.explore.guide import Candidate, plan
 from suites.explore.runner import ScheduleRun, run_schedule
 
 
@@ -44,12 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--schedules", type=int, default=6)
     parser.add_argument("--out", default="runs/bench-explore", metavar="DIR")
+    parser.add_argument("--parallel", metavar="N,...", help="levels of explore --parallel")
     args = parser.parse_args(argv)
     release = resolve(args.kafka_version).release
     mode = args.kafka_mode or ("zk" if "zk" in release.modes else "kraft")
     options = explore_shape(DrawOptions(unclean=True, mode=mode, protocol=release.protocol))
     candidates = plan(args.seed, max(200, args.schedules), release.protocol, options)
     out = Path(args.out).resolve() / f"{release}-{mode}-{int(time.time())}"
+    if args.parallel:
+        levels = [int(x) for x in args.parallel.split(",") if x.strip()]
+        for level in levels:
+            chosen = candidates[: args.schedules]
+            print(parallel_level(args.kafka_version, release, mode, chosen, level, out), flush=True)
+        return 0
     rows: list[tuple[float, float]] = []
     runs: list[ScheduleRun] = []
     started = time.monotonic()
@@ -92,6 +111,71 @@ def main(argv: list[str] | None = None) -> int:
     )
     print_breakdown(runs)
     return 0
+
+
+def parallel_level(
+    kafka: str, release: Release, mode: str, candidates: list[Candidate], level: int, out: Path
+) -> str:
+    """Run the candidates as `logfork explore --parallel level` does; the level's line."""
+    directory = out / f"parallel-{level}"
+    record = ExploreRecord(str(release), mode, 0, True, True, None, None, time.time(), "bench")
+    options = ExploreOptions(kafka=kafka, seed=0, report=False)
+    memory = MemorySampler().start()
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        benches = [stack.enter_context(Bench(kafka, directory)) for _ in range(level)]
+        explorer = Explorer(options, directory, record, benches[0], _quiet, benches=benches)
+        explorer.run_candidates(iter(candidates))
+    elapsed = time.monotonic() - started
+    peak = memory.stop()
+    entries = record.schedules
+    ratios = [e.seconds / e.waits for e in entries if e.waits > 0]
+    judged = record.judged
+    agreed = sum(1 for e in judged if e.agree)
+    not_reached = sum(1 for e in entries if e.outcome == Outcome.NOT_REACHED)
+    return (
+        f"parallel {level}: {3600 * len(entries) / elapsed:.1f} schedules/hour "
+        f"({len(entries)} in {elapsed / 60:.1f} min, boots included); overhead ratio median "
+        f"{statistics.median(ratios) if ratios else float('nan'):.2f}; not reached "
+        f"{not_reached}; model agreed {agreed}/{len(judged)}; peak memory "
+        f"+{peak / 1024:.1f} GiB"
+    )
+
+
+def _quiet(line: str) -> None:
+    print(f"  {line}", flush=True)
+
+
+class MemorySampler:
+    """The machine's memory in use (MemTotal - MemAvailable), sampled each second: its peak
+    above what was in use at the start, in MiB."""
+
+    def __init__(self) -> None:
+        self.base = _in_use_mb()
+        self.peak = self.base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.peak = max(self.peak, _in_use_mb())
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak - self.base
+
+
+def _in_use_mb() -> int:
+    fields = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        name, value = line.split(":", 1)
+        fields[name] = int(value.split()[0])
+    return (fields["MemTotal"] - fields["MemAvailable"]) // 1024
 
 
 def print_breakdown(runs: list[ScheduleRun]) -> None:

@@ -34,6 +34,7 @@ class ScheduleEntry:
     fresh_cluster: str | None = None  # why a cluster was started for it
     agreed_if: str = ""  # the model agrees only on this condition (`Comparison.agreed_if`)
     unpredictable: str = ""  # why the model cannot predict it (`Comparison.unpredictable`)
+    cluster: str = ""  # with explore --parallel: the cluster that ran it (c1, c2, ...)
 
 
 @dataclass
@@ -76,6 +77,7 @@ class ExploreRecord:
     pool: int = 0  # candidates ranked
     searching: float = 0.0  # seconds spent running candidates (cluster boots included)
     shrink_runs: int = 0  # real runs spent shrinking findings
+    parallel: int = 1  # clusters run at once (explore --parallel)
     schedules: list[ScheduleEntry] = field(default_factory=list)
     findings: list[ExploreFinding] = field(default_factory=list)
     boots: list[ClusterBoot] = field(default_factory=list)

@@ -10,6 +10,7 @@ cluster, and the reason is recorded (`boots`).
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 from faults import elections, network
 from fixtures.admin import ask_controller
 from fixtures.cluster import Cluster, ClusterSpec
-from fixtures.errors import LogforkError, NotReached
+from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.releases import Release, resolve
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
@@ -135,6 +136,10 @@ class Bench:
     _key: tuple[Any, ...] | None = None
     _retire: str | None = None  # why the running cluster must not be used again
     _release: Release | None = None
+    # With explore --parallel a worker thread uses the bench while the main thread may
+    # close it (Ctrl-C): a closed bench starts no cluster.
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    closed: bool = False
 
     @property
     def release(self) -> Release:
@@ -150,9 +155,11 @@ class Bench:
         self.close()
 
     def close(self) -> None:
-        if self.cluster is not None:
-            cluster, self.cluster = self.cluster, None
-            cluster.close()
+        with self._lock:
+            self.closed = True
+            if self.cluster is not None:
+                cluster, self.cluster = self.cluster, None
+                cluster.close()
 
     def retire(self, reason: str) -> None:
         """The running cluster is not used again; the next schedule gets a fresh one."""
@@ -164,6 +171,12 @@ class Bench:
         """A cluster of the shape (`disks`: on crash-simulating filesystems, or whatever
         the bench's own choice is): the running one if it may serve, else a fresh one.
         Returns it and, for a fresh one, why it was started."""
+        with self._lock:
+            if self.closed:
+                raise SetupError("the bench was closed (explore stopped)")
+            return self._acquire(shape, schedule, disks)
+
+    def _acquire(self, shape: Shape, schedule: str, disks: bool) -> tuple[Cluster, str | None]:
         disks = disks or self.disks
         key = (*shape_key(shape), disks)
         reason = None
@@ -178,7 +191,9 @@ class Bench:
         if reason is None:
             assert self.cluster is not None
             return self.cluster, None
-        self.close()
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            cluster.close()
         self._retire, self._key = None, key
         cluster = Cluster(cluster_spec(self.kafka, shape, self.base_image, disks))
         cluster.run_dir = (self.root / "clusters" / cluster.run_id).resolve()

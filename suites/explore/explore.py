@@ -17,6 +17,7 @@ Files, under the explore run's directory:
 from __future__ import annotations
 
 import shlex
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -64,6 +65,7 @@ class ExploreOptions:
     base_image: str | None = None
     out: Path = Path("runs")
     command: str = ""
+    parallel: int | None = None  # clusters at once (None: the machine's default)
 
 
 @dataclass
@@ -75,6 +77,14 @@ class Explorer:
     say: Say
     failing: list[tuple[ScheduleEntry, Schedule, ScheduleRun]] = field(default_factory=list)
     deadline: float | None = None
+    # --parallel: a bench (a cluster) per worker, `bench` first; each worker takes the next
+    # candidate of the one ranked queue. `stop` ends every worker after its schedule.
+    benches: list[Bench] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _queue: Iterator[Candidate] | None = None
+    _taken: int = 0
+    _errors: list[BaseException] = field(default_factory=list)
 
     # -- the search ------------------------------------------------------------------------
 
@@ -95,32 +105,91 @@ class Explorer:
             index += 1
 
     def run_all(self, draw_options: DrawOptions) -> None:
-        for candidate in self.candidates(draw_options):
-            n = len(self.record.schedules) + 1
+        """Run candidates in ranked order until the budget or the time is spent."""
+        self.run_candidates(self.candidates(draw_options))
+
+    def run_candidates(self, queue: Iterator[Candidate]) -> None:
+        """Run the queue's candidates in order until it ends, or the budget or the time is
+        spent: on one cluster in this thread, or with several benches on a worker thread
+        each."""
+        self._queue = queue
+        benches = self.benches or [self.bench]
+        if len(benches) == 1:
+            self.work(benches[0], "")
+            return
+        workers = [
+            threading.Thread(target=self._work, args=(b, f"c{i}"), name=f"explore-c{i}")
+            for i, b in enumerate(benches, start=1)
+        ]
+        for worker in workers:
+            worker.start()
+        try:
+            while any(w.is_alive() for w in workers):
+                for worker in workers:
+                    worker.join(timeout=0.5)  # short joins: Ctrl-C reaches this thread
+        except BaseException:
+            self.stop.set()
+            raise
+        if self._errors:
+            raise self._errors[0]
+
+    def take(self) -> tuple[int, Candidate] | None:
+        """The next schedule's number and candidate, or None when the run is over."""
+        with self._lock:
+            if self.stop.is_set():
+                return None
+            n = self._taken + 1
             if self.options.budget is not None and n > self.options.budget:
-                return
+                return None
             if self.deadline is not None and time.monotonic() > self.deadline:
                 self.say("time is up")
-                return
-            self.run_one(n, candidate)
+                self.stop.set()
+                return None
+            assert self._queue is not None
+            candidate = next(self._queue, None)
+            if candidate is None:
+                return None
+            self._taken = n
+            return n, candidate
 
-    def run_one(self, n: int, candidate: Candidate) -> None:
+    def work(self, bench: Bench, name: str) -> None:
+        while (item := self.take()) is not None:
+            self.run_one(*item, bench=bench, cluster=name)
+
+    def _work(self, bench: Bench, name: str) -> None:
+        try:
+            self.work(bench, name)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            if not self.stop.is_set():  # after a stop, the benches close under it
+                self._errors.append(exc)
+            self.stop.set()
+
+    def run_one(
+        self, n: int, candidate: Candidate, bench: Bench | None = None, cluster: str = ""
+    ) -> None:
+        bench = bench or self.bench
         schedule = candidate.schedule
         file = self.out / "schedules" / f"{n:03d}.json"
         file.parent.mkdir(parents=True, exist_ok=True)
         write_schedule(file, schedule)
         run_dir = self.out / "runs" / f"{n:03d}-{self.record.release}-{self.record.mode}"
         run = run_schedule(
-            self.bench, schedule, run_dir, label=f"explore-{n:03d}", prediction=candidate.prediction
+            bench, schedule, run_dir, label=f"explore-{n:03d}", prediction=candidate.prediction
         )
-        entry = entry_of(n, candidate, run, file)
-        self.record.schedules.append(entry)
-        if run.failure is not None:
-            self.failing.append((entry, schedule, run))
-            entry.report = self.report(run)
-        self.sync_boots()
-        self.say(progress_line(entry, self.options.budget))
-        self.save()
+        with self._lock:
+            if bench.closed:
+                return  # interrupted under it: its run is no result
+            entry = entry_of(n, candidate, run, file)
+            entry.cluster = cluster
+            self.record.schedules.append(entry)
+            self.record.schedules.sort(key=lambda e: e.number)
+            if run.failure is not None:
+                self.failing.append((entry, schedule, run))
+                self.failing.sort(key=lambda item: item[0].number)
+                entry.report = self.report(run)
+            self.sync_boots()
+            self.say(progress_line(entry, self.options.budget))
+            self.save()
 
     # -- shrinking -------------------------------------------------------------------------
 
@@ -257,9 +326,11 @@ class Explorer:
         return str(report_run(run.run_dir, self.out / "report"))
 
     def sync_boots(self) -> None:
+        benches = self.benches or [self.bench]
         self.record.boots = [
             ClusterBoot(b.reason, b.schedule, round(b.seconds, 1), b.run_dir)
-            for b in self.bench.boots
+            for bench in benches
+            for b in bench.boots
         ]
 
     def save(self) -> None:
@@ -312,7 +383,11 @@ def progress_line(e: ScheduleEntry, budget: int | None) -> str:
         model = f"model {agrees if e.agree else 'DISAGREES'} ({e.predicted or 'no finding'})"
     skipped = f", {e.skipped} skipped" if e.skipped else ""
     fresh = f"  [fresh cluster: {e.fresh_cluster}]" if e.fresh_cluster else ""
-    return f"[{e.number}{of}] {e.steps} steps{skipped}  {verdict}  {model}  {e.seconds:.0f}s{fresh}"
+    where = f"  on {e.cluster}" if e.cluster else ""
+    return (
+        f"[{e.number}{of}] {e.steps} steps{skipped}  {verdict}  {model}  {e.seconds:.0f}s"
+        f"{where}{fresh}"
+    )
 
 
 def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:

@@ -12,13 +12,14 @@ and prints the best finding so far. See suites/explore/explore.py for where file
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
-from fixtures.cleanup import Terminated
+from fixtures.cleanup import Terminated, install_handlers
 from fixtures.disks import check_model
 from fixtures.errors import SetupError
 from fixtures.releases import resolve
@@ -32,8 +33,10 @@ from suites.explore.explore import (
     draw_options,
     summary_lines,
 )
+from suites.explore.parallel import default_parallel
 
 HELP = "draw, rank, run and shrink fault schedules on real brokers"
+MAX_PARALLEL = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +93,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a fresh cluster for every schedule (no reuse)",
     )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        metavar="N",
+        help="clusters run at once, each taking the next schedule of the one ranked queue "
+        "(default: what the machine's cores and available memory allow; printed)",
+    )
     parser.add_argument("--no-report", action="store_true", help="no HTML reports")
 
 
@@ -98,6 +108,8 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         raise SetupError("--budget must be at least 1")
     if args.minutes is not None and args.minutes <= 0:
         raise SetupError("--minutes must be above 0")
+    if args.parallel is not None and not 1 <= args.parallel <= MAX_PARALLEL:
+        raise SetupError(f"--parallel must be from 1 to {MAX_PARALLEL}")
     models = tuple(dict.fromkeys(m.strip() for m in args.power_models.split(",") if m.strip()))
     if not models:
         raise SetupError("--power-models names no model")
@@ -119,6 +131,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         report=not args.no_report,
         base_image=args.base_image,
         command=shlex.join(["logfork", *sys.argv[1:]]),
+        parallel=args.parallel,
     )
 
 
@@ -153,19 +166,45 @@ def main(args: argparse.Namespace) -> int:
         f"{'unclean elections allowed' if options.unclean else 'clean elections only'} "
         f"({release.protocol.rules}) -> {out}"
     )
+    drawing = draw_options(options, mode, release.protocol, release)
+    clusters = options.parallel
+    if clusters is None:
+        jvms = drawing.brokers + (drawing.controllers if mode == "kraft" else 1)
+        choice = default_parallel(jvms)
+        say(choice.describe())
+        clusters = choice.clusters
+    if options.budget is not None:
+        clusters = min(clusters, options.budget)
+    record.parallel = clusters
+    install_handlers()  # clusters may start in worker threads; signals reach this one
     clock = time.monotonic()
     disks = any(m != CUT for m in options.power_models)
-    with Bench(
-        options.kafka, out, base_image=options.base_image, reuse=options.reuse, disks=disks
-    ) as bench:
-        explorer = Explorer(options, out, record, bench, say)
+    with contextlib.ExitStack() as stack:
+        benches = [
+            stack.enter_context(
+                Bench(
+                    options.kafka,
+                    out,
+                    base_image=options.base_image,
+                    reuse=options.reuse,
+                    disks=disks,
+                )
+            )
+            for _ in range(clusters)
+        ]
+        explorer = Explorer(options, out, record, benches[0], say, benches=benches)
         if options.minutes is not None:
             explorer.deadline = clock + 60 * options.minutes
         try:
-            explorer.run_all(draw_options(options, mode, release.protocol, release))
+            explorer.run_all(drawing)
             record.searching = round(time.monotonic() - clock, 1)
+            for idle in benches[1:]:  # shrinking runs on the first cluster
+                idle.close()
             explorer.shrink_findings()
         except (KeyboardInterrupt, Terminated):
+            explorer.stop.set()
+            for bench in benches:  # no worker starts another cluster
+                bench.close()
             record.interrupted = True
             record.finished = time.time()
             explorer.save()

@@ -314,7 +314,26 @@ def plan(
         return evaluate(draw_many(seed, count, options), protocol)
     ranked = search(seed, count, protocol, options, search_options)
     # Findings that hang on a race run after the steady ones, before the rest.
-    return sorted(ranked, key=lambda c: (c.prediction.failure() is None, races(c, protocol)))
+    ordered = sorted(ranked, key=lambda c: (c.prediction.failure() is None, races(c, protocol)))
+    return cover_kinds(ordered)
+
+
+def cover_kinds(ranked: list[Candidate]) -> list[Candidate]:
+    """The predicted findings as ranked; then, before the rest, each candidate that brings
+    a step kind none ahead of it has, in ranked order: the model ranks a step whose effect
+    it predicts to be harmless (a held AlterPartition, a quorum fault) low, and a budget of
+    a few schedules would never run it, so an unknown bug behind it would never be met."""
+    findings = [c for c in ranked if c.prediction.failure() is not None]
+    rest = [c for c in ranked if c.prediction.failure() is None]
+    seen = {step.KIND for c in findings for step in c.schedule.steps}
+    first: list[Candidate] = []
+    for c in rest:
+        kinds = {step.KIND for step in c.schedule.steps}
+        if kinds - seen:
+            first.append(c)
+            seen |= kinds
+    chosen = {id(c) for c in first}
+    return findings + first + [c for c in rest if id(c) not in chosen]
 
 
 def races(candidate: Candidate, protocol: Protocol) -> bool:
