@@ -139,12 +139,18 @@ def test_a_small_explore_on_kraft_finds_nothing(kafka_target, logfork_runs, caps
     out_dir = logfork_runs / f"explore-{release}-kraft-seed1"
     args = ["explore", "--kafka-version", kafka_target.kafka, "--kafka-mode", "kraft"]
     args += ["--seed", "1", "--budget", "2", "--out", str(out_dir), "--shrink-findings", "0"]
+    args += ["--parallel", "2"]
     code = cli.main(args)
     out = capsys.readouterr().out
     record = json.loads((out_dir / EXPLORE_JSON).read_text())
     assert code == 0, out
     assert len(record["schedules"]) == 2 and not record["findings"], out
     assert all(e["outcome"] == "consistent" for e in record["schedules"]), out
+    # Two clusters at once, each schedule once, in running order, with the one that ran it.
+    assert record["parallel"] == 2
+    assert [e["number"] for e in record["schedules"]] == [1, 2]
+    assert sorted(e["cluster"] for e in record["schedules"]) == ["c1", "c2"], out
+    assert len(record["boots"]) == 2
     assert (out_dir / "report" / "explore.html").is_file()
 
 
@@ -156,6 +162,7 @@ def test_a_small_explore_finds_and_shrinks(kafka_target, logfork_runs, capsys):
     out_dir = logfork_runs / f"explore-{release}-seed1"
     args = ["explore", "--kafka-version", kafka_target.kafka, "--seed", "1", "--budget", "2"]
     args += ["--unclean", "--out", str(out_dir), "--shrink-findings", "1", "--shrink-runs", "4"]
+    args += ["--parallel", "1"]
     code = cli.main(args)
     out = capsys.readouterr().out
     record = json.loads((out_dir / EXPLORE_JSON).read_text())

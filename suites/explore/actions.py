@@ -35,7 +35,7 @@ from suites.broker_logs import log_mark, shutdown_backoffs
 from suites.explore.alter_partition import Holds
 from suites.explore.fast_restart import fast_restart
 from suites.explore.power_cuts import PowerCut, cut_power
-from suites.explore.quorum import quorum_fault
+from suites.explore.quorum import majority_up, quorum_fault
 from suites.explore.settle import settle
 from suites.scenario import RunContext
 from suites.steps import check_landed, write_batch
@@ -342,8 +342,10 @@ class Live:
 
     def _heal(self, link: Link) -> None:
         broker = self.node(link.a)
-        if link.expiry is not None and broker.status() == "running":
-            link.expiry.heal()  # and the broker registers again
+        # The broker registers again, where a quorum is there to take it.
+        up = majority_up(self.cluster, self.voter_cuts)
+        if link.expiry is not None and broker.status() == "running" and up:
+            link.expiry.heal()
         else:
             link.cut.heal()
         self.links.remove(link)
@@ -523,13 +525,13 @@ class Live:
         for b in brokers:
             if self.status(b) == "paused":
                 process.resume(self.cluster, self.node(b))
-        for link in list(self.links):
-            self._heal(link)
         self._heal_voters()
-        released = self.holds.release(self.sim)
         for voter in self.cluster.controllers:  # the quorum back before the brokers
             if voter.status() in ("exited", "created", "dead"):
                 process.restart(self.cluster, voter)
+        for link in list(self.links):
+            self._heal(link)
+        released = self.holds.release(self.sim)
         try:
             isr = set(self.state().isr)
         except LogforkError:

@@ -16,6 +16,8 @@ from runrecord.rundir import RunDir
 
 
 def _wanted(entry: Path, topic: str) -> bool:
+    if entry.suffix == ".tmp":
+        return False  # a checkpoint being written: the live cluster renames it at once
     if entry.is_file():
         return True  # meta.properties, the offset checkpoints, bootstrap.checkpoint
     name, _, part = entry.name.rpartition("-")
@@ -35,9 +37,11 @@ def copy_evidence(cluster: Cluster, topic: str, run: RunDir, marks: dict[str, in
                 if not _wanted(entry, topic):
                     continue
                 if entry.is_dir():
-                    shutil.copytree(entry, target / entry.name, dirs_exist_ok=True)
+                    shutil.copytree(
+                        entry, target / entry.name, dirs_exist_ok=True, copy_function=_copy
+                    )
                 else:
-                    shutil.copy2(entry, target / entry.name)
+                    _copy(entry, target / entry.name)
         if node.config_dir.is_dir():
             shutil.copytree(node.config_dir, run.node_dir(name) / "config", dirs_exist_ok=True)
         logs = run.node_dir(name) / "logs"
@@ -46,3 +50,13 @@ def copy_evidence(cluster: Cluster, topic: str, run: RunDir, marks: dict[str, in
             with node.log_file.open("rb") as f:
                 f.seek(marks.get(name, 0))
                 (logs / node.log_file.name).write_bytes(f.read())
+
+
+def _copy(source: Path | str, target: Path | str) -> None:
+    """Copy a file of the live cluster; one its broker renamed or deleted since the listing
+    (a checkpoint's temporary file, a segment being cleaned) is no evidence of anything."""
+    try:
+        shutil.copy2(source, target)
+    except FileNotFoundError:
+        if Path(source).exists():
+            raise

@@ -53,3 +53,13 @@ def quorum_fault(
     if node is leader and step.action in ("kill", "pause", "isolate") and majority:
         now = controller_faults.await_successor(cluster, leader)
     return {"voter": number, "quorum_leader": now.name}
+
+
+def majority_up(cluster: Cluster, voter_cuts: dict[str, network.Cut]) -> bool:
+    """Whether a majority of the KRaft voters runs and reaches the others (ZooKeeper mode:
+    always; a schedule never stops ZooKeeper). Without one nobody unfences a broker."""
+    if cluster.mode != "kraft":
+        return True
+    voters = cluster.controllers
+    up = [n for n in voters if n.status() == "running" and n.name not in voter_cuts]
+    return len(up) >= len(voters) // 2 + 1

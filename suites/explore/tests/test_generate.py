@@ -14,6 +14,7 @@ from runrecord.schedule import (
     ElectPreferred,
     ElectUnclean,
     ExpireSession,
+    HoldAlterPartition,
     HoldBack,
     Kill,
     PowerLoss,
@@ -28,6 +29,7 @@ from suites.explore.generate import STEP_WEIGHTS, DrawOptions, draw, draw_many, 
 from suites.explore.guide import (
     Candidate,
     SearchOptions,
+    cover_kinds,
     evaluate,
     first_hits,
     kafka_6361_class,
@@ -181,6 +183,21 @@ def test_findings_of_different_kinds_take_turns_in_the_ranking() -> None:
     assert candidates[3].signature == "stuck/power-loss"
     assert candidates[0].score > candidates[3].score
     assert [c.index for c in rank(candidates)] == [0, 3, 1, 2]
+
+
+def test_each_step_kind_comes_forward_after_the_findings() -> None:
+    quiet = KAFKA_6361.with_steps(KAFKA_6361.steps[:3])
+    held = quiet.with_steps((*quiet.steps, HoldAlterPartition()))
+    candidates = [
+        _candidate(0, KAFKA_6361),
+        _candidate(1, quiet),
+        _candidate(2, quiet),
+        _candidate(3, held),
+    ]
+    # The finding first; then the first quiet one (its kinds are new only if the finding
+    # lacks them) and the one holding an AlterPartition, ahead of the repeat.
+    assert [c.index for c in cover_kinds(candidates)] == [0, 3, 1, 2]
+    assert [c.index for c in cover_kinds(candidates[1:])] == [1, 3, 2]
 
 
 def test_mutation_and_search_are_deterministic() -> None:
