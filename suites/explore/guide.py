@@ -15,7 +15,7 @@ round, on the model alone.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -315,25 +315,43 @@ def plan(
     ranked = search(seed, count, protocol, options, search_options)
     # Findings that hang on a race run after the steady ones, before the rest.
     ordered = sorted(ranked, key=lambda c: (c.prediction.failure() is None, races(c, protocol)))
-    return cover_kinds(ordered)
+    # The search breeds from a few parents, and their descendants can fill the whole pool
+    # with one cluster shape: the drawn candidates are where the others still are.
+    return cover_kinds(ordered, evaluate(draw_many(seed, count, options), protocol))
 
 
-def cover_kinds(ranked: list[Candidate]) -> list[Candidate]:
+def cover_kinds(ranked: list[Candidate], drawn: Sequence[Candidate] = ()) -> list[Candidate]:
     """The predicted findings as ranked; then, before the rest, each candidate that brings
-    a step kind none ahead of it has, in ranked order: the model ranks a step whose effect
+    a step kind (or a number of background partitions) none ahead of it has, in ranked
+    order: the model ranks a step whose effect
     it predicts to be harmless (a held AlterPartition, a quorum fault) low, and a budget of
     a few schedules would never run it, so an unknown bug behind it would never be met."""
     findings = [c for c in ranked if c.prediction.failure() is not None]
     rest = [c for c in ranked if c.prediction.failure() is None]
-    seen = {step.KIND for c in findings for step in c.schedule.steps}
+    seen = {kind for c in findings for kind in _kinds(c.schedule)}
+    known = {_key(c.schedule) for c in ranked}
+    extra = [c for c in drawn if c.prediction.failure() is None and _key(c.schedule) not in known]
     first: list[Candidate] = []
-    for c in rest:
-        kinds = {step.KIND for step in c.schedule.steps}
+    for c in rest + extra:
+        kinds = _kinds(c.schedule)
         if kinds - seen:
             first.append(c)
             seen |= kinds
     chosen = {id(c) for c in first}
     return findings + first + [c for c in rest if id(c) not in chosen]
+
+
+def _kinds(schedule: Schedule) -> set[str]:
+    """What `cover_kinds` brings forward: its step kinds, and its cluster's shape (the
+    background partitions, which the model's partition 0 never rewards, the replication
+    factor, min.insync.replicas)."""
+    c = schedule.cluster
+    shape = {
+        f"background_partitions={c.background_partitions}",
+        f"replication_factor={c.replication_factor}",
+        f"min.insync.replicas={c.topic_config.min_insync_replicas}",
+    }
+    return {step.KIND for step in schedule.steps} | shape
 
 
 def races(candidate: Candidate, protocol: Protocol) -> bool:
