@@ -118,7 +118,11 @@ class Explorer:
             self.work(benches[0], "")
             return
         workers = [
-            threading.Thread(target=self._work, args=(b, f"c{i}"), name=f"explore-c{i}")
+            # Daemons: after Ctrl-C a worker may still wait on a cluster torn down under it;
+            # the process must not wait for it to give up (its clusters are closed already).
+            threading.Thread(
+                target=self._work, args=(b, f"c{i}"), name=f"explore-c{i}", daemon=True
+            )
             for i, b in enumerate(benches, start=1)
         ]
         for worker in workers:
