@@ -73,8 +73,8 @@ class Filter:
     def dropped(self) -> int:
         """Packets the rule has dropped so far, in every incarnation of the node (the last
         count while the node is down)."""
-        running = self.node.status() == "running"
-        if self.rules and running and self.node.started_at() == self._incarnation:
+        node = self.node
+        if self.rules and node.status() == "running" and node.started_at() == self._incarnation:
             chain = self.match[0]
             out = self.node.exec(["iptables", "-L", chain, "-v", "-x", "-n"]).output
             for line in out.splitlines():

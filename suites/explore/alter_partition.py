@@ -55,8 +55,8 @@ class Holds:
         have had a request dropped."""
         dropped: dict[str, int] = {}
         for broker, held in sorted(self.filters.items()):
+            held.heal()  # counts what it dropped as it goes
             count = held.dropped()
-            held.heal()
             dropped[str(broker)] = count
             asked = sim.held_changes.get(broker, []) if sim is not None else []
             if asked and count == 0:

@@ -113,7 +113,7 @@ class Explorer:
         spent: on one cluster in this thread, or with several benches on a worker thread
         each."""
         self._queue = queue
-        benches = self.benches or [self.bench]
+        benches = self.all_benches
         if len(benches) == 1:
             self.work(benches[0], "")
             return
@@ -329,11 +329,14 @@ class Explorer:
 
         return str(report_run(run.run_dir, self.out / "report"))
 
+    @property
+    def all_benches(self) -> list[Bench]:
+        return self.benches or [self.bench]
+
     def sync_boots(self) -> None:
-        benches = self.benches or [self.bench]
         self.record.boots = [
             ClusterBoot(b.reason, b.schedule, round(b.seconds, 1), b.run_dir)
-            for bench in benches
+            for bench in self.all_benches
             for b in bench.boots
         ]
 

@@ -230,14 +230,16 @@ def search(
     protocol: Protocol,
     options: DrawOptions | None = None,
     search_options: SearchOptions | None = None,
+    drawn: list[Candidate] | None = None,
 ) -> list[Candidate]:
-    """Model-guided search: draw `count` candidates; then, round after round, breed the
-    best (`elite`, ranked) into `count` children by one mutation each, and keep the best
-    `count` of parents and children. No cluster is involved: every candidate is only
-    simulated. Returns the final pool, ranked: the order `explore` runs them in."""
+    """Model-guided search: draw `count` candidates (or start from `drawn`, those already
+    drawn and simulated); then, round after round, breed the best (`elite`, ranked) into
+    `count` children by one mutation each, and keep the best `count` of parents and
+    children. No cluster is involved: every candidate is only simulated. Returns the final
+    pool, ranked: the order `explore` runs them in."""
     options = options or DrawOptions(protocol=protocol)
     so = search_options or SearchOptions()
-    pool = evaluate(draw_many(seed, count, options), protocol)
+    pool = list(drawn) if drawn is not None else evaluate(draw_many(seed, count, options), protocol)
     seen = {_key(c.schedule) for c in pool}
     next_index = count
     for generation in range(1, so.rounds + 1):
@@ -312,20 +314,21 @@ def plan(
     options = options or DrawOptions(protocol=protocol)
     if not guided:
         return evaluate(draw_many(seed, count, options), protocol)
-    ranked = search(seed, count, protocol, options, search_options)
+    drawn = evaluate(draw_many(seed, count, options), protocol)
+    ranked = search(seed, count, protocol, options, search_options, drawn)
     # Findings that hang on a race run after the steady ones, before the rest.
     ordered = sorted(ranked, key=lambda c: (c.prediction.failure() is None, races(c, protocol)))
     # The search breeds from a few parents, and their descendants can fill the whole pool
     # with one cluster shape: the drawn candidates are where the others still are.
-    return cover_kinds(ordered, evaluate(draw_many(seed, count, options), protocol))
+    return cover_kinds(ordered, drawn)
 
 
 def cover_kinds(ranked: list[Candidate], drawn: Sequence[Candidate] = ()) -> list[Candidate]:
     """The predicted findings as ranked; then, before the rest, each candidate that brings
-    a step kind (or a number of background partitions) none ahead of it has, in ranked
-    order: the model ranks a step whose effect
-    it predicts to be harmless (a held AlterPartition, a quorum fault) low, and a budget of
-    a few schedules would never run it, so an unknown bug behind it would never be met."""
+    a step kind or a cluster shape (`_kinds`) none ahead of it has, in ranked order: the
+    model ranks a step whose effect it predicts to be harmless (a held AlterPartition, a
+    quorum fault) low, and a budget of a few schedules would never run it, so an unknown
+    bug behind it would never be met."""
     findings = [c for c in ranked if c.prediction.failure() is not None]
     rest = [c for c in ranked if c.prediction.failure() is None]
     seen = {kind for c in findings for kind in _kinds(c.schedule)}
