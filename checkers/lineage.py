@@ -77,6 +77,10 @@ class Lineage:
     path: str | None = None
     topic_id: str | None = None
     transient_files: list[str] = field(default_factory=list)
+    # An interrupted swap Kafka completes on load: the .log.swap files read as live data and
+    # the segments they replace (see `segments`).
+    swapped_in: list[str] = field(default_factory=list)
+    swapped_out: list[str] = field(default_factory=list)
     # Compaction: how far this replica's log cleaner has cleaned it (None: never, by its
     # log dir's cleaner-offset-checkpoint), whether that checkpoint could not be read, and
     # the aborted transactions its .txnindex files list.
@@ -409,6 +413,8 @@ def read_partition(
         path=str(pdir),
         topic_id=metadata.topic_id if metadata else None,
         transient_files=[p.name for p in scan.transient],
+        swapped_in=[p.name for p in scan.swapped_in],
+        swapped_out=[p.name for p in scan.swapped_out],
         cleaned_to=offsets.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp),
         cleaner_unknown=cleaner_unknown,
         aborted=aborted,

@@ -4,8 +4,11 @@ A partition dir holds ``<20-digit base offset>.log`` segments plus their ``.inde
 ``.timeindex``, ``.txnindex`` and ``.snapshot`` companions (not read here: the indexes are
 preallocated and rebuilt by Kafka at will). Files ending in ``.deleted``, ``.cleaned`` or
 ``.swap`` belong to an unfinished deletion, cleaning or segment swap. Kafka's log recovery
-(LogLoader, KAFKA-6264) deletes the first two and may complete a swap by renaming; we never
-take any of them for live data, and report them.
+(LogLoader, KAFKA-6264) deletes the first two, and completes a swap: a ``<base>.log.swap``
+replaces every segment whose base offset lies in [its base, its next offset), unless a
+``.cleaned`` file at or below its base marks it as part of an unfinished split. We read the
+log as Kafka will load it: such a swap is live data, the segments it replaces are not, and
+every one of these files is reported.
 
 Every file is opened read-only and memory-mapped. Nothing here raises on bad input: errors
 are collected with the file and byte position.
@@ -29,6 +32,8 @@ from checkers.walk import iter_batch_chunks, iter_batch_rows
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 TXN_INDEX_RE = re.compile(r"^(\d{20})\.txnindex$")
+SWAP_RE = re.compile(r"^(\d{20})\.log\.swap$")
+OFFSET_NAME_RE = re.compile(r"^(\d{20})\.")
 TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 
 
@@ -50,6 +55,10 @@ class PartitionListing:
     transient: list[Path] = field(default_factory=list)
     txn_indexes: list[Path] = field(default_factory=list)  # aborted transactions, per segment
     errors: list[LogReadError] = field(default_factory=list)
+    # An interrupted swap Kafka completes when it loads the log: the .log.swap files read as
+    # live segments, and the .log segments they replace (not read).
+    swapped_in: list[Path] = field(default_factory=list)
+    swapped_out: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -63,6 +72,8 @@ class PartitionScan:
     txn_indexes: list[Path] = field(default_factory=list)
     errors: list[LogReadError] = field(default_factory=list)
     torn_tail: TornTail | None = None
+    swapped_in: list[Path] = field(default_factory=list)
+    swapped_out: list[Path] = field(default_factory=list)
 
 
 def list_segments(partition_dir: Path | str) -> PartitionListing:
@@ -92,10 +103,56 @@ def list_segments(partition_dir: Path | str) -> PartitionListing:
             listing.errors.append(UnreadableFile(entry.path, None, f"cannot stat: {exc}"))
             continue
         listing.segments.append(SegmentFile(Path(entry.path), int(match.group(1)), size))
+    _complete_swaps(listing)
     listing.segments.sort(key=lambda s: s.base_offset)
     listing.transient.sort()
     listing.txn_indexes.sort()
     return listing
+
+
+def _name_offset(path: Path) -> int | None:
+    match = OFFSET_NAME_RE.match(path.name)
+    return int(match.group(1)) if match else None
+
+
+def _next_offset(segment: SegmentFile) -> int:
+    """One past the last offset of a segment (its base if it holds no batch)."""
+    last = None
+    for row in iter_segment_rows(segment, state=ScanState()):
+        last = row[1]
+    return segment.base_offset if last is None else last + 1
+
+
+def _complete_swaps(listing: PartitionListing) -> None:
+    """Take an interrupted swap as Kafka's LogLoader completes it (see the module doc)."""
+    swaps = [p for p in listing.transient if SWAP_RE.match(p.name)]
+    if not swaps:
+        return
+    cleaned = [_name_offset(p) for p in listing.transient if p.name.endswith(".cleaned")]
+    min_cleaned = min((o for o in cleaned if o is not None), default=None)
+    live: list[SegmentFile] = []
+    for path in swaps:
+        base = int(SWAP_RE.match(path.name).group(1))  # type: ignore[union-attr]
+        if min_cleaned is not None and base >= min_cleaned:
+            continue  # part of an unfinished split: Kafka deletes it (KAFKA-6264)
+        try:
+            live.append(SegmentFile(path, base, path.stat().st_size))
+        except OSError as exc:
+            listing.errors.append(UnreadableFile(str(path), None, f"cannot stat: {exc}"))
+    if not live:
+        return
+    low = min(s.base_offset for s in live)
+    high = max(_next_offset(s) for s in live)
+    # The rename also replaces a segment at the swap's own base, even an empty swap's.
+    bases = {s.base_offset for s in live}
+
+    def replaced(s: SegmentFile) -> bool:
+        return low <= s.base_offset < high or s.base_offset in bases
+
+    listing.swapped_out = [s.path for s in listing.segments if replaced(s)]
+    listing.segments = [s for s in listing.segments if not replaced(s)] + live
+    listing.swapped_in = sorted(s.path for s in live)
+    listing.transient = [p for p in listing.transient if p not in listing.swapped_in]
 
 
 def _map_segment(segment: SegmentFile, state: ScanState) -> mmap.mmap | None:
@@ -202,6 +259,8 @@ def scan_partition(partition_dir: Path | str) -> PartitionScan:
         transient=listing.transient,
         txn_indexes=listing.txn_indexes,
         errors=list(listing.errors),
+        swapped_in=listing.swapped_in,
+        swapped_out=listing.swapped_out,
     )
     state = ScanState()
     with gc_paused():

@@ -376,6 +376,14 @@ def transient_note(names: Sequence[str]) -> str:
     return "; ".join(parts) + " (not read as live data)"
 
 
+def swap_note(lin: Lineage) -> str:
+    replaced = ", ".join(lin.swapped_out) or "no segment"
+    return (
+        f"an interrupted swap, which Kafka completes when it loads the log (LogLoader): "
+        f"read {', '.join(lin.swapped_in)} as live data in place of {replaced}"
+    )
+
+
 def _notes(lineages: Sequence[Lineage], verdict: PartitionVerdict, compacted: bool) -> None:
     for lin in lineages:
         if lin.torn_tail is not None:
@@ -388,5 +396,7 @@ def _notes(lineages: Sequence[Lineage], verdict: PartitionVerdict, compacted: bo
             )
         for finding in lin.epoch_findings(cleaned_end(lin) if compacted else 0):
             verdict.notes.append(f"replica {lin.broker_id}: leader-epoch-checkpoint: {finding}")
+        if lin.swapped_in:
+            verdict.notes.append(f"replica {lin.broker_id}: {swap_note(lin)}")
         if lin.transient_files:
             verdict.notes.append(f"replica {lin.broker_id}: {transient_note(lin.transient_files)}")

@@ -322,7 +322,7 @@ def test_inputs_are_never_modified(tmp_path: Path) -> None:
     dirs = brokers(
         tmp_path, {1: {("t", 0): PartitionSpec(LOG, preallocate=8192)}, 2: {("t", 0): LOG[:2]}}
     )
-    (dirs[0] / "t-0" / "00000000000000000000.log.swap").write_bytes(b"x")
+    (dirs[0] / "t-0" / "00000000000000000000.log.cleaned").write_bytes(b"x")
 
     def snapshot() -> dict[str, tuple[str, int]]:
         return {

@@ -94,6 +94,28 @@ def test_what_the_cleaner_does_is_consistent(tmp_path: Path) -> None:
     assert "compared" in render(result) or result.exit_code == 0
 
 
+@pytest.mark.parametrize("value", ["a3", "zz"])
+def test_an_interrupted_swap_is_compared_as_kafka_will_load_it(tmp_path: Path, value: str) -> None:
+    # Broker 1 stopped while its cleaner swapped [0, 9]: the old segment is .deleted and
+    # the cleaned one still a .swap. Kafka completes the swap on load, so it is broker 1's
+    # log below 10 and is compared record by record (a changed record shows at its offset).
+    dirs = brokers(tmp_path, cleaned(), raw())
+    pdir = dirs[0] / f"{T[0]}-{T[1]}"
+    first = pdir / craft.segment_name(0)
+    first.rename(first.with_name(first.name + ".deleted"))
+    swapped = [batch(0, 4, [rec(3, "k3", value)]), cleaned()[0][1]]
+    (pdir / craft.segment_name(0, ".log.swap")).write_bytes(b"".join(swapped))
+    result = audit(dirs)
+    (verdict,) = result.partitions
+    text = render(result)
+    assert "in place of no segment" in text and "completes when it loads the log" in text
+    if value == "a3":
+        assert verdict.status == "consistent", text
+        assert [(x["start"], x["end"]) for x in verdict.lenient] == [(0, 10)]
+    else:
+        assert (verdict.status, verdict.diverged_at) == ("diverged", 3), text
+
+
 def test_without_compaction_the_same_logs_diverge(tmp_path: Path) -> None:
     dirs = brokers(tmp_path, cleaned(), raw())
     (dirs[0] / "cleaner-offset-checkpoint").write_text("0\n0\n")

@@ -46,6 +46,46 @@ def test_transient_files_are_reported_not_read(tmp_path: Path) -> None:
     assert not scan.errors
 
 
+def test_an_interrupted_swap_is_read_as_kafka_completes_it(tmp_path: Path) -> None:
+    # The cleaner renamed its output to .swap and dropped the first old segment (.deleted);
+    # the second, at 10, still has its .log name. Kafka's LogLoader deletes both and renames
+    # the swap, so the swap's batches are the replica's log below 20.
+    pdir = tmp_path / "t-0"
+    craft.write_segments(pdir, SPECS, roll_at=[10, 20])
+    os.rename(pdir / "00000000000000000000.log", pdir / "00000000000000000000.log.deleted")
+    swap = craft.encode_batches([(2, 4, 1), (9, 9, 1), (12, 14, 2), (19, 19, 2)])
+    (pdir / "00000000000000000000.log.swap").write_bytes(swap)
+    (pdir / "00000000000000000000.index.swap").write_bytes(b"")
+    scan = scan_partition(pdir)
+    assert not scan.errors
+    assert [(b.base_offset, b.last_offset) for b in scan.batches] == [
+        (2, 4),
+        (9, 9),
+        (12, 14),
+        (19, 19),
+        (20, 24),
+    ]
+    assert scan.batches[0].segment == "00000000000000000000.log.swap"
+    assert [p.name for p in scan.swapped_in] == ["00000000000000000000.log.swap"]
+    assert [p.name for p in scan.swapped_out] == ["00000000000000000010.log"]
+    assert [p.name for p in scan.transient] == [
+        "00000000000000000000.index.swap",
+        "00000000000000000000.log.deleted",
+    ]
+
+
+def test_a_swap_of_an_unfinished_split_is_not_read(tmp_path: Path) -> None:
+    # KAFKA-6264: a .swap at or above the lowest .cleaned file is an unfinished split, which
+    # Kafka deletes.
+    pdir = tmp_path / "t-0"
+    craft.write_segments(pdir, SPECS, roll_at=[10, 20])
+    (pdir / "00000000000000000010.log.cleaned").write_bytes(b"")
+    (pdir / "00000000000000000010.log.swap").write_bytes(craft.encode_batches([(10, 99, 9)]))
+    scan = scan_partition(pdir)
+    assert [b.last_offset for b in scan.batches] == [4, 9, 14, 19, 24]
+    assert not scan.swapped_in and not scan.swapped_out
+
+
 def test_empty_active_segment_and_preallocated_tail(tmp_path: Path) -> None:
     pdir = tmp_path / "t-0"
     craft.write_segments(pdir, SPECS, roll_at=[20], preallocate=1 << 16)
