@@ -19,6 +19,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from fixtures.capacity import default_parallel
 from fixtures.cleanup import Terminated, install_handlers
 from fixtures.disks import check_model
 from fixtures.errors import SetupError
@@ -33,7 +34,6 @@ from suites.explore.explore import (
     draw_options,
     summary_lines,
 )
-from suites.explore.parallel import default_parallel
 
 HELP = "draw, rank, run and shrink fault schedules on real brokers"
 MAX_PARALLEL = 8
