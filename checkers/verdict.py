@@ -242,15 +242,25 @@ def _pending_truncation(
     replica.high.watermark.checkpoint.interval.ms, and the tail may then hold acknowledged
     data: the partition stays diverged, with the note of what the protocol will do."""
     lead = chosen.broker_id
-    apart = {(b if a == lead else a): at for a, b, at in verdict.pairs if lead in (a, b)}
-    # Every divergent pair must involve such a tail: two others that differ are a divergence.
-    if not apart or any(a not in apart and b not in apart for a, b, _ in verdict.pairs):
-        return
-    for broker, at in apart.items():
+
+    def is_tail(broker: int, at: int) -> bool:
         hw = by_id[broker].high_watermark
-        prediction = verdict.predictions[broker]
-        if hw is None or hw > at or prediction.outcome is not Fate.CONSISTENT:
+        fate = verdict.predictions[broker].outcome if broker != lead else None
+        return hw is not None and hw <= at and fate is Fate.CONSISTENT
+
+    # Every divergent pair must have such a tail on one side: two others that differ are a
+    # divergence. The other side need not be the leader: where the leader's cleaner removed
+    # the offset (compaction), the tail shows against another follower only.
+    apart: dict[int, int] = {}
+    against: dict[int, set[int]] = {}
+    for a, b, at in verdict.pairs:
+        tail = next((x for x in (a, b) if is_tail(x, at)), None)
+        if tail is None:
             return
+        apart[tail] = min(apart.get(tail, at), at)
+        against.setdefault(tail, set()).add(b if tail == a else a)
+    if not apart:
+        return
     trusted = all(by_id[b].clean_shutdown for b in apart)
     verdict.pending_truncation = PendingTruncation(
         replicas=sorted(apart),
@@ -266,8 +276,14 @@ def _pending_truncation(
             else "but its log dir holds no clean-shutdown marker: after a crash that "
             "checkpoint may lag the real one, so the tail may hold acknowledged data"
         )
+        others = sorted(against[broker] - {lead})
+        whom = (
+            f"the leader (broker {lead})"
+            if lead in against[broker]
+            else f"broker(s) {', '.join(map(str, others))}"
+        )
         verdict.notes.append(
-            f"broker {broker} differs from the leader (broker {lead}) from offset {at}, at "
+            f"broker {broker} differs from {whom} from offset {at}, at "
             f"or above its own checkpointed high watermark {by_id[broker].high_watermark}: "
             f"a tail ({', '.join(tail)}) that its next fetch truncates "
             f"({verdict.protocol.value} rules; see its prediction); {trust}"

@@ -10,6 +10,7 @@ import pytest
 
 from checkers.audit import audit
 from checkers.audit.render import render
+from checkers.checkpoints import CLEAN_SHUTDOWN
 from checkers.encode import BASE_TIMESTAMP, encode_records_batch
 from checkers.records import Record
 from testsupport import craft, damage
@@ -372,3 +373,37 @@ def test_a_key_whose_tombstone_is_gone_past_the_lagging_end(tmp_path: Path) -> N
     ]
     verdict = audit(dirs).partitions[0]
     assert verdict.status == "consistent", render(audit(dirs))
+
+
+def test_an_unreplicated_tail_shows_against_a_follower_where_the_leader_cleaned_it(
+    tmp_path: Path,
+) -> None:
+    # Broker 1 led in epoch 1 and stopped cleanly with [10, 10] (k0) unreplicated, above its
+    # own high watermark 10. Broker 2, the new leader, wrote [10, 10] (k0) in epoch 2, then
+    # k0 again at 13, and its cleaner dropped that batch; broker 3 holds it uncleaned. The
+    # tail differs from broker 3 only, and broker 1's next fetch truncates it.
+    tail = [*raw()[:1], [batch(10, 10, [rec(10, "k0", "lost")])]]
+    later = [rec(13, "k0", "e13")]
+    epoch2 = [batch(10, 10, LATE[:1], epoch=2), batch(11, 12, LATE[1:], epoch=2)]
+    epoch2.append(batch(13, 13, later, epoch=2))
+    leader = [[batch(0, 4, [B0[3]]), batch(5, 9, [])], epoch2[1:]]
+    follower = [raw()[0], epoch2]
+    dirs = [
+        craft.write_cleaned_replica(tmp_path / "b1", 1, T, tail, high_watermark=10),
+        craft.write_cleaned_replica(
+            tmp_path / "b2", 2, T, leader, cleaned_to=13, high_watermark=14
+        ),
+        craft.write_cleaned_replica(tmp_path / "b3", 3, T, follower, high_watermark=14),
+    ]
+    (dirs[0] / CLEAN_SHUTDOWN).write_text('{"version":0,"brokerEpoch":12}')
+    for d in dirs[1:]:
+        craft.write_leader_epoch_checkpoint(d / f"{T[0]}-{T[1]}", [(1, 0), (2, 10)])
+    result = audit(dirs)
+    (verdict,) = result.partitions
+    assert verdict.status == "consistent", render(result)
+    assert verdict.pending_truncation is not None
+    assert (verdict.pending_truncation.replicas, verdict.pending_truncation.start) == ([1], 10)
+    assert any("broker 1 differs from broker(s) 3 from offset 10" in n for n in verdict.notes)
+    # Had broker 1 counted [10, 10] committed, committed data would differ.
+    (dirs[0] / "replication-offset-checkpoint").write_text(f"0\n1\n{T[0]} {T[1]} 11\n")
+    assert audit(dirs).partitions[0].status == "diverged"
