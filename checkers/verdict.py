@@ -259,8 +259,6 @@ def _pending_truncation(
             return
         apart[tail] = min(apart.get(tail, at), at)
         against.setdefault(tail, set()).add(b if tail == a else a)
-    if not apart:
-        return
     trusted = all(by_id[b].clean_shutdown for b in apart)
     verdict.pending_truncation = PendingTruncation(
         replicas=sorted(apart),
