@@ -28,6 +28,10 @@ def explore_view(record: ExploreRecord, page_dir: Path) -> dict[str, Any]:
         e["schedule_href"] = _href(e["schedule_file"], page_dir)
         e["schedule_name"] = Path(e["schedule_file"]).name
         e["report_href"] = _href(e["report"], page_dir)
+    for e in x["not_run"]:
+        e["schedule_href"] = _href(e["schedule_file"], page_dir)
+        e["schedule_name"] = Path(e["schedule_file"]).name
+    x["clustered"] = any(e["cluster"] for e in x["schedules"])
     for f in x["findings"]:
         f["minimal_href"] = _href(f["minimal"], page_dir)
         f["minimal_name"] = Path(f["minimal"]).name

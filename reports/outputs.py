@@ -9,6 +9,7 @@ place.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -75,3 +76,60 @@ def write_parquet(folder: Location, name: str, table: pa.Table) -> None:
 def read_parquet(folder: Location) -> pa.Table:
     fs, path = resolve(folder)
     return pq.read_table(path, filesystem=fs)
+
+
+def put_tree(local: Path, folder: Location, *, skip: tuple[str, ...] = ()) -> int:
+    """Copy the files under `local` to `folder` (a path or URI), keeping their relative
+    paths, except those under the top-level entries named in `skip`. Returns the count."""
+    fs, root = resolve(folder)
+    count = 0
+    for path in sorted(local.rglob("*")):
+        rel = path.relative_to(local)
+        if rel.parts[0] in skip or not path.is_file() or path.is_symlink():
+            continue
+        target = f"{root}/{rel.as_posix()}"
+        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        with open(path, "rb") as source:
+            if isinstance(fs, pafs.LocalFileSystem):
+                _sparse_copy(source, Path(target))
+            else:
+                with fs.open_output_stream(target) as out:
+                    shutil.copyfileobj(source, out, 8 << 20)
+        count += 1
+    return count
+
+
+def get_tree(folder: Location, local: Path) -> int:
+    """Copy the files under `folder` (a path or URI) into `local`. Returns the count."""
+    fs, root = resolve(folder)
+    if fs.get_file_info(root).type != pafs.FileType.Directory:
+        return 0
+    count = 0
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
+        if info.type != pafs.FileType.File:
+            continue
+        target = local / info.path[len(root) :].lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with fs.open_input_stream(info.path) as source:
+            _sparse_copy(source, target)
+        count += 1
+    return count
+
+
+SPARSE_BLOCK = 64 << 10
+
+
+def _sparse_copy(source: Any, target: Path) -> None:
+    """Copy a stream to a local file, leaving blocks of zeros as holes: Kafka preallocates
+    its index files (10 MB each by default, `segment.index.bytes`), sparse on the broker's
+    disk, and a run directory holds dozens of them."""
+    zeros = bytes(SPARSE_BLOCK)
+    with open(target, "wb") as out:
+        size = 0
+        while block := source.read(SPARSE_BLOCK):
+            size += len(block)
+            if block == zeros[: len(block)]:
+                out.seek(len(block), os.SEEK_CUR)
+            else:
+                out.write(block)
+        out.truncate(size)

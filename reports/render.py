@@ -94,7 +94,7 @@ def write_reports(result: PipelineResult, out_dir: Path, *, index: bool = True) 
 
 
 def write_index(out_dir: Path, entries: Sequence[dict[str, Any]]) -> Path:
-    known = _load_entries(out_dir / INDEX_JSON)
+    known = load_entries(out_dir / INDEX_JSON)
     by_key = {e["key"]: e for e in known if (out_dir / e["href"]).is_file()}
     for entry in entries:
         by_key[entry["key"]] = entry
@@ -105,7 +105,7 @@ def write_index(out_dir: Path, entries: Sequence[dict[str, Any]]) -> Path:
     return path
 
 
-def _load_entries(path: Path) -> list[dict[str, Any]]:
+def load_entries(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:

@@ -56,6 +56,7 @@ appender.stderr.layout.pattern = [logfork] spark %p %c{1}: %m%n
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _master: str | None = None
+_conf: dict[str, str] = {}
 _scratch: Path | None = None
 _warming: threading.Thread | None = None  # the first query, run ahead (see `_start`)
 WARM_UP_GROUP = "logfork-warm-up"
@@ -87,17 +88,19 @@ def local_cores(master: str) -> int | None:
     return None
 
 
-def get_session(master: str | None = None) -> SparkSession:
-    """The running session, or a new one. A different `master` replaces the running one."""
-    global _session, _master
+def get_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """The running session, or a new one. A different `master`, or Spark settings `conf`
+    other than the running session's, replace the running one."""
+    global _session, _master, _conf
     wanted = resolve_master(master)
     with _lock:
-        if _session is not None and (master is None or wanted == _master):
+        same = (master is None or wanted == _master) and (conf is None or conf == _conf)
+        if _session is not None and same:
             return _session
         if _session is not None:
             _stop_locked()
-        _session = _start(wanted)
-        _master = wanted
+        _session = _start(wanted, conf or {})
+        _master, _conf = wanted, dict(conf or {})
         return _session
 
 
@@ -168,7 +171,7 @@ def _loopback(master: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-def _start(master: str) -> SparkSession:
+def _start(master: str, conf: dict[str, str]) -> SparkSession:
     global _scratch, _warming
     quiet_pandas_warning()
     check_reachable(master)
@@ -207,6 +210,8 @@ def _start(master: str) -> SparkSession:
         .config("spark.executorEnv.PYTHONPATH", pythonpath)
         .config("spark.local.dir", str(conf_dir / "scratch"))
     )
+    for name, value in sorted(conf.items()):
+        builder = builder.config(name, value)
     for name, value in sorted(os.environ.items()):
         if name.startswith(FORWARDED_ENV):
             # A cluster's executors were started before this driver: they learn how to

@@ -5,6 +5,7 @@ and why. Rewritten after every schedule, so an interrupted run keeps what it did
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from runrecord.outcome import Outcome
 
@@ -62,6 +63,65 @@ class ClusterBoot:
 
 
 @dataclass
+class ShardRecord:
+    """One Spark task of `explore --spark-master`: the schedules it was given, where it ran
+    them, and how it ended."""
+
+    index: int
+    schedules: list[int]  # the numbers given to it
+    status: str  # SHARD_DONE, SHARD_LOST or SHARD_FAILED
+    worker: str = ""  # "executor E on HOST" (one executor per worker and application)
+    detail: str = ""  # why it was lost or failed
+    seconds: float = 0.0
+
+
+SHARD_DONE, SHARD_LOST, SHARD_FAILED = "done", "lost", "failed"
+
+
+@dataclass
+class ShardCandidate:
+    """A schedule handed to a shard, with its number in the whole run's ranked order."""
+
+    number: int
+    index: int  # among the candidates (`Candidate.index`)
+    score: float
+    schedule: dict[str, Any]  # runrecord.schedule.to_dict
+
+
+@dataclass
+class ShardPlan:
+    """What one Spark task of `explore --spark-master` runs (suites/explore/shard.py): the
+    run's settings and its share of the ranked candidates."""
+
+    index: int
+    kafka: str
+    mode: str
+    seed: int
+    unclean: bool
+    guided: bool
+    power_models: list[str]
+    reuse: bool
+    report: bool
+    parallel: int | None  # clusters at once on the worker (None: its machine's default)
+    base_image: str | None
+    minutes: float | None  # from the shard's start
+    command: str
+    candidates: list[ShardCandidate]
+
+
+@dataclass
+class NotRun:
+    """A schedule given to a shard that did not report it: never a pass."""
+
+    number: int
+    candidate: int
+    steps: int
+    schedule_file: str
+    shard: int
+    why: str
+
+
+@dataclass
 class ExploreRecord:
     release: str
     mode: str
@@ -81,6 +141,10 @@ class ExploreRecord:
     schedules: list[ScheduleEntry] = field(default_factory=list)
     findings: list[ExploreFinding] = field(default_factory=list)
     boots: list[ClusterBoot] = field(default_factory=list)
+    # explore --spark-master: the master, each task, and the schedules no task reported.
+    spark_master: str = ""
+    shards: list[ShardRecord] = field(default_factory=list)
+    not_run: list[NotRun] = field(default_factory=list)
 
     @property
     def judged(self) -> list[ScheduleEntry]:

@@ -165,10 +165,15 @@ def write_text(path: Path, text: str) -> Path:
     return path
 
 
+def dumps_record(record: Any) -> str:
+    """A record's file text, with the schema version first."""
+    doc = {"schema": SCHEMA, **to_json(record)}
+    return json.dumps(doc, indent=1, default=str) + "\n"
+
+
 def write_json(path: Path, record: Any) -> Path:
     """Write a record atomically (`write_text`), with the schema version first."""
-    doc = {"schema": SCHEMA, **to_json(record)}
-    return write_text(path, json.dumps(doc, indent=1, default=str) + "\n")
+    return write_text(path, dumps_record(record))
 
 
 def read_json(cls: type[T], path: Path) -> T:

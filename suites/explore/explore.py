@@ -12,6 +12,7 @@ Files, under the explore run's directory:
     shrink/K/NNN-.../          the real runs of each shrinking
     report/explore.html        the index: every schedule, each finding's report linked
     clusters/<run id>/         the clusters' own dirs (logs, data)
+    shard-logs/N.log           with --spark-master: what shard N printed on its worker
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class ExploreOptions:
     out: Path = Path("runs")
     command: str = ""
     parallel: int | None = None  # clusters at once (None: the machine's default)
+    spark_master: str | None = None  # shards run as Spark tasks (suites/explore/on_spark.py)
+    store: str | None = None  # where the shards leave their results (a path or URI)
+    shards: int | None = None  # None: one per executor
 
 
 @dataclass
@@ -75,8 +79,12 @@ class Explorer:
     record: ExploreRecord
     bench: Bench
     say: Say
-    failing: list[tuple[ScheduleEntry, Schedule, ScheduleRun]] = field(default_factory=list)
+    # Schedules that found something, in number order: what `shrink_findings` starts from.
+    failing: list[tuple[ScheduleEntry, Schedule]] = field(default_factory=list)
     deadline: float | None = None
+    # Candidate index -> schedule number, where numbers are given (a shard of a distributed
+    # explore numbers its schedules as the whole run ranked them); else in taking order.
+    numbers: dict[int, int] = field(default_factory=dict)
     # --parallel: a bench (a cluster) per worker, `bench` first; each worker takes the next
     # candidate of the one ranked queue. `stop` ends every worker after its schedule.
     benches: list[Bench] = field(default_factory=list)
@@ -125,12 +133,8 @@ class Explorer:
             )
             for i, b in enumerate(benches, start=1)
         ]
-        for worker in workers:
-            worker.start()
         try:
-            while any(w.is_alive() for w in workers):
-                for worker in workers:
-                    worker.join(timeout=0.5)  # short joins: Ctrl-C reaches this thread
+            run_threads(workers)
         except BaseException:
             self.stop.set()
             raise
@@ -154,7 +158,7 @@ class Explorer:
             if candidate is None:
                 return None
             self._taken = n
-            return n, candidate
+            return self.numbers.get(candidate.index, n), candidate
 
     def work(self, bench: Bench, name: str) -> None:
         while (item := self.take()) is not None:
@@ -185,15 +189,21 @@ class Explorer:
                 return  # interrupted under it: its run is no result
             entry = entry_of(n, candidate, run, file)
             entry.cluster = cluster
-            self.record.schedules.append(entry)
-            self.record.schedules.sort(key=lambda e: e.number)
             if run.failure is not None:
-                self.failing.append((entry, schedule, run))
-                self.failing.sort(key=lambda item: item[0].number)
                 entry.report = self.report(run)
+            self.add(entry, schedule)
             self.sync_boots()
             self.say(progress_line(entry, self.options.budget))
             self.save()
+
+    def add(self, entry: ScheduleEntry, schedule: Schedule) -> None:
+        """Record a schedule run (here, or by a shard elsewhere) in number order."""
+        with self._lock:
+            self.record.schedules.append(entry)
+            self.record.schedules.sort(key=lambda e: e.number)
+            if entry.failure is not None:
+                self.failing.append((entry, schedule))
+                self.failing.sort(key=lambda item: item[0].number)
 
     # -- shrinking -------------------------------------------------------------------------
 
@@ -201,12 +211,12 @@ class Explorer:
         """Shrink the first finding of each kind (a divergence first: what explore is for),
         then the next ones, up to `shrink_findings` of them; the others are listed with
         their own schedules."""
-        by_kind: dict[str, list[tuple[ScheduleEntry, Schedule, ScheduleRun]]] = {}
+        by_kind: dict[str, list[tuple[ScheduleEntry, Schedule]]] = {}
         for item in self.failing:
             by_kind.setdefault(item[0].failure or "", []).append(item)
         groups = sorted(by_kind.values(), key=lambda g: g[0][0].failure != DIVERGED)
         order = [g[i] for i in range(len(self.failing)) for g in groups if i < len(g)]
-        for k, (entry, schedule, run) in enumerate(order, start=1):
+        for k, (entry, schedule) in enumerate(order, start=1):
             if k > self.options.shrink_findings:
                 self.record.findings.append(self.unshrunk(entry, "not shrunk (--shrink-findings)"))
                 continue
@@ -214,14 +224,12 @@ class Explorer:
                 f"shrinking finding {k}: schedule {entry.number} ({entry.failure}, "
                 f"{entry.steps} steps)"
             )
-            self.record.findings.append(self.shrink_one(k, entry, schedule, run))
+            self.record.findings.append(self.shrink_one(k, entry, schedule))
             self.save()
 
-    def shrink_one(
-        self, k: int, entry: ScheduleEntry, schedule: Schedule, run: ScheduleRun
-    ) -> ExploreFinding:
+    def shrink_one(self, k: int, entry: ScheduleEntry, schedule: Schedule) -> ExploreFinding:
         failure = entry.failure or ""
-        protocol = run.prediction.protocol
+        protocol = self.bench.release.protocol
         runs_dir = self.out / "shrink" / f"{k}"
         last_failing: dict[str, ScheduleRun] = {}
 
@@ -242,8 +250,9 @@ class Explorer:
         start, seen = schedule, failure
         # Only the model's own run can guide the shrinking: an agreement on a condition
         # hangs on timing or a race that a cut-down schedule need not repeat.
+        # (An agreement implies the model compared: `entry_of`.)
         foreseen = bool(entry.agree) and not entry.agreed_if
-        if foreseen and run.comparison is not None:
+        if foreseen:
             # The model saw it coming: shrink on the model first (no cluster), and start
             # from its minimal schedule once the brokers confirm it.
             model = shrink(schedule, simulated_runner(protocol), budget=2000, confirm=1)
@@ -347,6 +356,16 @@ class Explorer:
         write_explore_page(self.record, self.out)
 
 
+def run_threads(threads: list[threading.Thread]) -> None:
+    """Start the threads and wait for them all, in short joins: Ctrl-C reaches this thread
+    (a long join would hold it off), and the caller stops the threads."""
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        for thread in threads:
+            thread.join(timeout=0.5)
+
+
 def _key(schedule: Schedule) -> str:
     from runrecord.schedule import dumps
 
@@ -415,6 +434,18 @@ def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:
         "disagreement(s); "
         f"{len(record.boots)} cluster boot(s)"
     ]
+    for shard in record.shards:
+        where = f" on {shard.worker}" if shard.worker else ""
+        why = f": {shard.detail}" if shard.detail else ""
+        lines.append(
+            f"shard {shard.index} {shard.status}{where}: schedules "
+            f"{', '.join(map(str, shard.schedules))}{why}"
+        )
+    if record.not_run:
+        numbers = ", ".join(str(e.number) for e in record.not_run)
+        lines.append(
+            f"not run (no verdict, never a pass): {len(record.not_run)} schedule(s): {numbers}"
+        )
     for e in record.disagreements:
         lines.append(
             f"disagreement: schedule {e.number}: model {e.predicted or 'no finding'}, brokers "

@@ -5,7 +5,8 @@ schedule anyone can replay.
 Prints a line per schedule (number, steps, verdict, the model's agreement, seconds), a
 `replay: FILE` line with the full `logfork replay` command per finding, and a summary
 (schedules per minute, findings, disagreements). Exits 1 when an invariant was violated,
-0 when nothing was found, 2 when it could not run. Ctrl-C stops it, removes its clusters
+0 when nothing was found, 2 when it could not run (with --spark-master: also when a shard
+failed or was lost, its schedules listed as not run). Ctrl-C stops it, removes its clusters
 and prints the best finding so far. See suites/explore/explore.py for where files go.
 """
 
@@ -19,14 +20,13 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from fixtures.capacity import default_parallel
 from fixtures.cleanup import Terminated, install_handlers
 from fixtures.disks import check_model
 from fixtures.errors import SetupError
 from fixtures.releases import resolve
-from runrecord.explore import ExploreRecord
+from runrecord.explore import SHARD_DONE, ExploreRecord
 from runrecord.power import CUT
-from suites.explore.bench import Bench
+from suites.explore.clusters import cluster_count, open_benches
 from suites.explore.explore import (
     ExploreOptions,
     Explorer,
@@ -101,6 +101,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: what the machine's cores and available memory allow; printed)",
     )
     parser.add_argument("--no-report", action="store_true", help="no HTML reports")
+    spark = parser.add_argument_group(
+        "across machines",
+        "run the schedules as Spark tasks on a standalone cluster whose workers each have a "
+        "Docker engine and logfork; findings are shrunk on this machine's engine",
+    )
+    spark.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="spark://HOST:PORT: one shard of the ranked schedules per task",
+    )
+    spark.add_argument(
+        "--store",
+        metavar="URI",
+        help="where the shards leave their results: a directory every machine mounts (a path "
+        "or file://), or s3://bucket/dir (default: the explore directory, for workers on "
+        "this machine)",
+    )
+    spark.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="tasks (default: one per executor, that is per worker; each runs --parallel "
+        "clusters, by default what its own machine allows)",
+    )
 
 
 def options_of(args: argparse.Namespace) -> ExploreOptions:
@@ -110,6 +134,10 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         raise SetupError("--minutes must be above 0")
     if args.parallel is not None and not 1 <= args.parallel <= MAX_PARALLEL:
         raise SetupError(f"--parallel must be from 1 to {MAX_PARALLEL}")
+    if args.shards is not None and args.shards < 1:
+        raise SetupError("--shards must be at least 1")
+    if (args.store or args.shards) and not args.spark_master:
+        raise SetupError("--store and --shards go with --spark-master")
     models = tuple(dict.fromkeys(m.strip() for m in args.power_models.split(",") if m.strip()))
     if not models:
         raise SetupError("--power-models names no model")
@@ -132,6 +160,9 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         base_image=args.base_image,
         command=shlex.join(["logfork", *sys.argv[1:]]),
         parallel=args.parallel,
+        spark_master=args.spark_master,
+        store=args.store,
+        shards=args.shards,
     )
 
 
@@ -167,36 +198,25 @@ def main(args: argparse.Namespace) -> int:
         f"({release.protocol.rules}) -> {out}"
     )
     drawing = draw_options(options, mode, release.protocol, release)
-    clusters = options.parallel
-    if clusters is None:
-        jvms = drawing.brokers + (drawing.controllers if mode == "kraft" else 1)
-        choice = default_parallel(jvms)
-        say(choice.describe())
-        clusters = choice.clusters
-    if options.budget is not None:
-        clusters = min(clusters, options.budget)
-    record.parallel = clusters
     install_handlers()  # clusters may start in worker threads; signals reach this one
     clock = time.monotonic()
-    disks = any(m != CUT for m in options.power_models)
     with contextlib.ExitStack() as stack:
-        benches = [
-            stack.enter_context(
-                Bench(
-                    options.kafka,
-                    out,
-                    base_image=options.base_image,
-                    reuse=options.reuse,
-                    disks=disks,
-                )
-            )
-            for _ in range(clusters)
-        ]
+        if options.spark_master:
+            # Here a bench for the shrinking alone (it starts no cluster until asked).
+            benches = open_benches(stack, options, out, 1)
+        else:
+            record.parallel = cluster_count(options, drawing, options.budget, say)
+            benches = open_benches(stack, options, out, record.parallel)
         explorer = Explorer(options, out, record, benches[0], say, benches=benches)
         if options.minutes is not None:
             explorer.deadline = clock + 60 * options.minutes
         try:
-            explorer.run_all(drawing)
+            if options.spark_master:
+                from suites.explore.on_spark import explore_on_spark
+
+                explore_on_spark(explorer, drawing)
+            else:
+                explorer.run_all(drawing)
             record.searching = round(time.monotonic() - clock, 1)
             for idle in benches[1:]:  # shrinking runs on the first cluster
                 idle.close()
@@ -223,7 +243,10 @@ def main(args: argparse.Namespace) -> int:
         say(f"finding: {f.failure} (schedule {f.number}, {shrunk})")
         say(f"replay: {f.replay}")
     say(f"index: {out / 'report' / 'explore.html'}")
-    return 1 if record.findings else 0
+    if record.findings:
+        return 1
+    # A shard that failed or was lost leaves schedules with no verdict: not a clean pass.
+    return 2 if any(s.status != SHARD_DONE for s in record.shards) else 0
 
 
 def best_so_far(record: ExploreRecord) -> str:
