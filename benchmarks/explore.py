@@ -65,9 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).resolve() / f"{release}-{mode}-{int(time.time())}"
     if args.parallel:
         levels = [int(x) for x in args.parallel.split(",") if x.strip()]
+        verdicts: dict[int, dict[int, str]] = {}
         for level in levels:
             chosen = candidates[: args.schedules]
-            print(parallel_level(args.kafka_version, release, mode, chosen, level, out), flush=True)
+            line, verdicts[level] = parallel_level(
+                args.kafka_version, release, mode, chosen, level, out
+            )
+            print(line, flush=True)
+        for line in compare_verdicts(verdicts):
+            print(line, flush=True)
         return 0
     rows: list[tuple[float, float]] = []
     runs: list[ScheduleRun] = []
@@ -115,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def parallel_level(
     kafka: str, release: Release, mode: str, candidates: list[Candidate], level: int, out: Path
-) -> str:
-    """Run the candidates as `logfork explore --parallel level` does; the level's line."""
+) -> tuple[str, dict[int, str]]:
+    """Run the candidates as `logfork explore --parallel level` does; the level's line, and
+    each schedule's verdict by number."""
     directory = out / f"parallel-{level}"
     record = ExploreRecord(str(release), mode, 0, True, True, None, None, time.time(), "bench")
     options = ExploreOptions(kafka=kafka, seed=0, report=False)
@@ -133,13 +140,28 @@ def parallel_level(
     judged = record.judged
     agreed = sum(1 for e in judged if e.agree)
     not_reached = sum(1 for e in entries if e.outcome == Outcome.NOT_REACHED)
+    verdicts = {e.number: e.failure or e.outcome.value for e in entries}
     return (
         f"parallel {level}: {3600 * len(entries) / elapsed:.1f} schedules/hour "
         f"({len(entries)} in {elapsed / 60:.1f} min, boots included); overhead ratio median "
         f"{statistics.median(ratios) if ratios else float('nan'):.2f}; not reached "
         f"{not_reached}; model agreed {agreed}/{len(judged)}; peak memory "
         f"+{peak / 1024:.1f} GiB"
-    )
+    ), verdicts
+
+
+def compare_verdicts(verdicts: dict[int, dict[int, str]]) -> list[str]:
+    """Whether every level gave each schedule the same verdict; each difference listed."""
+    levels = sorted(verdicts)
+    numbers = sorted({n for v in verdicts.values() for n in v})
+    differ = [n for n in numbers if len({verdicts[lv].get(n, "not run") for lv in levels}) > 1]
+    if not differ:
+        return [f"verdicts: the same for all {len(numbers)} schedules at every level"]
+    lines = [f"verdicts: {len(differ)} of {len(numbers)} schedules differ between levels"]
+    for n in differ:
+        each = ", ".join(f"parallel {lv} {verdicts[lv].get(n, 'not run')}" for lv in levels)
+        lines.append(f"  schedule {n}: {each}")
+    return lines
 
 
 def _quiet(line: str) -> None:

@@ -17,6 +17,7 @@ Files, under the explore run's directory:
 
 from __future__ import annotations
 
+import itertools
 import shlex
 import threading
 import time
@@ -158,7 +159,7 @@ class Explorer:
             if candidate is None:
                 return None
             self._taken = n
-            return self.numbers.get(candidate.index, n), candidate
+            return (self.numbers[candidate.index] if self.numbers else n), candidate
 
     def work(self, bench: Bench, name: str) -> None:
         while (item := self.take()) is not None:
@@ -232,21 +233,30 @@ class Explorer:
         protocol = self.bench.release.protocol
         runs_dir = self.out / "shrink" / f"{k}"
         last_failing: dict[str, ScheduleRun] = {}
+        numbers = itertools.count(1)
 
-        def real(candidate: Schedule) -> str | None:
-            number = len(list(runs_dir.glob("*"))) + 1 if runs_dir.is_dir() else 1
-            run_dir = runs_dir / f"{number:03d}-{len(candidate.steps)}-steps"
-            got = run_schedule(self.bench, candidate, run_dir, label=f"shrink-{k}")
-            self.record.shrink_runs += 1
-            self.say(
-                f"  shrink {k}.{number}: {len(candidate.steps)} steps: "
-                f"{got.failure or got.outcome.value} ({got.seconds:.0f}s)"
-            )
-            if got.failure is not None:
-                last_failing[_key(candidate)] = got
-            self.sync_boots()
-            return got.failure
+        def real_on(bench: Bench) -> Callable[[Schedule], str | None]:
+            def real(candidate: Schedule) -> str | None:
+                with self._lock:
+                    number = next(numbers)
+                run_dir = runs_dir / f"{number:03d}-{len(candidate.steps)}-steps"
+                got = run_schedule(bench, candidate, run_dir, label=f"shrink-{k}")
+                with self._lock:
+                    self.record.shrink_runs += 1
+                    self.say(
+                        f"  shrink {k}.{number}: {len(candidate.steps)} steps: "
+                        f"{got.failure or got.outcome.value} ({got.seconds:.0f}s)"
+                    )
+                    if got.failure is not None:
+                        last_failing[_key(candidate)] = got
+                    self.sync_boots()
+                return got.failure
 
+            return real
+
+        # The first cluster runs the original's confirmations; with --parallel the others
+        # run candidates beside it (`shrink.shrink`'s more_runners).
+        real, *more = [real_on(b) for b in self.all_benches if not b.closed]
         start, seen = schedule, failure
         # Only the model's own run can guide the shrinking: an agreement on a condition
         # hangs on timing or a race that a cut-down schedule need not repeat.
@@ -268,7 +278,9 @@ class Explorer:
 
         prescreen = screen if foreseen else None
         budget = self.options.shrink_runs
-        result = shrink(start, real, budget=budget, confirm=2, prescreen=prescreen, seen=seen)
+        result = shrink(
+            start, real, budget=budget, confirm=2, prescreen=prescreen, seen=seen, more_runners=more
+        )
         spent, left = result.runs, budget - result.runs
         if not result.reproducible and start is not schedule and left >= 2:
             # The model predicts its minimal fails and the brokers failed the original: one
@@ -276,12 +288,20 @@ class Explorer:
             # evidence against both, so the minimal gets a second chance; the shrinker
             # gives one only to a candidate that failed, then passed.
             self.say("  the brokers did not confirm the model's minimal: running it again")
-            result = shrink(start, real, budget=left, confirm=2, prescreen=prescreen)
+            result = shrink(
+                start, real, budget=left, confirm=2, prescreen=prescreen, more_runners=more
+            )
             result.runs += spent
         if not result.reproducible and start is not schedule:
             self.say("  the brokers did not confirm the model's minimal: shrinking the original")
             result = shrink(
-                schedule, real, budget=budget, confirm=2, prescreen=prescreen, seen=failure
+                schedule,
+                real,
+                budget=budget,
+                confirm=2,
+                prescreen=prescreen,
+                seen=failure,
+                more_runners=more,
             )
         return self.finding(k, entry, result, last_failing.get(_key(result.minimal)))
 

@@ -201,12 +201,10 @@ def main(args: argparse.Namespace) -> int:
     install_handlers()  # clusters may start in worker threads; signals reach this one
     clock = time.monotonic()
     with contextlib.ExitStack() as stack:
-        if options.spark_master:
-            # Here a bench for the shrinking alone (it starts no cluster until asked).
-            benches = open_benches(stack, options, out, 1)
-        else:
-            record.parallel = cluster_count(options, drawing, options.budget, say)
-            benches = open_benches(stack, options, out, record.parallel)
+        # With --spark-master the benches here serve the shrinking alone (a bench starts
+        # no cluster until asked).
+        record.parallel = cluster_count(options, drawing, options.budget, say)
+        benches = open_benches(stack, options, out, record.parallel)
         explorer = Explorer(options, out, record, benches[0], say, benches=benches)
         if options.minutes is not None:
             explorer.deadline = clock + 60 * options.minutes
@@ -218,9 +216,7 @@ def main(args: argparse.Namespace) -> int:
             else:
                 explorer.run_all(drawing)
             record.searching = round(time.monotonic() - clock, 1)
-            for idle in benches[1:]:  # shrinking runs on the first cluster
-                idle.close()
-            explorer.shrink_findings()
+            explorer.shrink_findings()  # on every bench: candidates run side by side
         except (KeyboardInterrupt, Terminated):
             explorer.stop.set()
             for bench in benches:  # no worker starts another cluster

@@ -273,14 +273,14 @@ def _merge(
     ran: set[int] = set()
     if shard.status == SHARD_DONE:
         ran = _copy_back(explorer, child(as_location(store), f"shard-{index}"), row, worker)
-    for n, candidate in hand:
+    # A shard that ended well ran its whole share, or as much as --minutes allowed (the
+    # rest were never due, as in `logfork explore`); a failed or lost one's are not run.
+    for n, candidate in hand if shard.status != SHARD_DONE else ():
         if n in ran:
             continue
         file = out / "schedules" / f"{n:03d}.json"
         write_schedule(file, candidate.schedule)
-        why = shard.detail or "its shard did not run it (its time ran out first)"
-        if shard.status != SHARD_DONE:
-            why = f"shard {index} {shard.status}: {why}"
+        why = f"shard {index} {shard.status}: {shard.detail or 'no reason given'}"
         record.not_run.append(
             NotRun(n, candidate.index, len(candidate.schedule.steps), str(file), index, why)
         )

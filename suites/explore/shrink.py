@@ -8,7 +8,8 @@ the original failure's kind), as Hypothesis treats flaky examples; a candidate t
 and then passes is recorded as flaky and not taken. The original itself must fail
 `confirm` times, or there is nothing to shrink.
 
-Candidates, in passes repeated until none makes progress or the budget of runs is spent:
+Candidates, in passes (`suites.explore.shrink_passes`) repeated until none makes progress
+or the budget of runs is spent:
 
 1. drop steps: chunks of half the schedule, then quarters, down to single steps (and, as
    a last resort, any two steps apart);
@@ -26,37 +27,20 @@ a candidate already tried is not run again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from runrecord.schedule import (
-    QUORUM,
-    Cluster,
-    Heal,
-    Kill,
-    PowerLoss,
-    Produce,
-    Role,
     Schedule,
     ScheduleError,
-    Step,
-    Wait,
     dumps,
-    step_targets,
     validate,
 )
+from suites.explore.shrink_passes import PASSES
 
 Runner = Callable[[Schedule], str | None]
-
-# Simpler first: the roles a replay resolves most predictably, then broker ids.
-ROLE_ORDER: tuple[Any, ...] = (
-    Role.LEADER,
-    Role.FOLLOWER_IN_ISR,
-    Role.OUT_OF_SYNC,
-    Role.ANY_BROKER,
-    Role.CONTROLLER,
-)
 
 FAILING, PASSING, FLAKY, INVALID = "failing", "passing", "flaky", "invalid"
 SCREENED = "screened"  # the prescreen ruled it out: not run
@@ -106,16 +90,25 @@ class _Budget(Exception):
     pass
 
 
+@dataclass
+class _Pending:
+    """A candidate that must be run to be decided."""
+
+    attempt: Attempt
+    candidate: Schedule  # validated
+    key: str
+
+
 class _Shrinker:
     def __init__(
         self,
-        runner: Runner,
+        runners: Sequence[Runner],
         budget: int,
         confirm: int,
         same_failure: bool,
         prescreen: Callable[[Schedule], str | None] | None = None,
     ) -> None:
-        self.runner = runner
+        self.runners = list(runners)
         self.prescreen = prescreen
         self.budget = budget
         self.confirm = max(1, confirm)
@@ -129,15 +122,18 @@ class _Shrinker:
         # schedule at once, so this is the smallest so far, also when the budget runs out in
         # the middle of a pass that had already improved on its start.
         self.smallest: Schedule | None = None
+        self._lock = threading.Lock()  # the run count, with several runners at once
 
-    def _run(self, schedule: Schedule) -> str | None:
-        if self.runs >= self.budget:
-            raise _Budget
-        self.runs += 1
-        return self.runner(schedule)
+    def _run(self, schedule: Schedule, runner: Runner | None = None) -> str | None:
+        with self._lock:
+            if self.runs >= self.budget:
+                raise _Budget
+            self.runs += 1
+        return (runner or self.runners[0])(schedule)
 
-    def check(self, candidate: Schedule, change: str) -> bool:
-        """Does the candidate fail, confirmed, the same way? Records the attempt."""
+    def _prepare(self, candidate: Schedule, change: str) -> bool | _Pending:
+        """Decide a candidate without running it where that is possible (invalid, tried
+        before, ruled out by the prescreen): whether a pass takes it. Else what to run."""
         attempt = Attempt(len(self.attempts) + 1, change, len(candidate.steps), [], PASSING)
         try:
             candidate = validate(candidate)
@@ -158,11 +154,13 @@ class _Shrinker:
             self.attempts.append(attempt)
             self.tried[key] = SCREENED
             return False
-        if self.runs + self.confirm > self.budget:
-            raise _Budget  # not enough runs left to confirm a failure
-        self.attempts.append(attempt)
+        return _Pending(attempt, candidate, key)
+
+    def _confirm(self, pending: _Pending, runner: Runner) -> None:
+        """Run a candidate `confirm` times in a row on one runner; sets its verdict."""
+        attempt = pending.attempt
         for i in range(self.confirm):
-            result = self._run(candidate)
+            result = self._run(pending.candidate, runner)
             attempt.runs.append(result)
             if self._matches(result):
                 continue
@@ -173,8 +171,90 @@ class _Shrinker:
             break
         else:
             attempt.verdict = FAILING
-        self.tried[key] = attempt.verdict
-        return self._taken(candidate, attempt.verdict)
+
+    def check(self, candidate: Schedule, change: str) -> bool:
+        """Does the candidate fail, confirmed, the same way? Records the attempt."""
+        pending = self._prepare(candidate, change)
+        if isinstance(pending, bool):
+            return pending
+        if self.runs + self.confirm > self.budget:
+            raise _Budget  # not enough runs left to confirm a failure
+        self.attempts.append(pending.attempt)
+        self._confirm(pending, self.runners[0])
+        self.tried[pending.key] = pending.attempt.verdict
+        return self._taken(pending.candidate, pending.attempt.verdict)
+
+    def first(self, candidates: Iterable[tuple[Schedule, str]]) -> tuple[int, Schedule] | None:
+        """The position and the schedule of the first candidate that fails, confirmed, as a
+        pass would find it trying them in order. With several runners the next ones that
+        need runs are run at once, one per runner: the first failing among them is taken,
+        the runs spent on those after it are the price of the speed (their verdicts are
+        kept, should a later pass meet them again)."""
+        items = enumerate(candidates)
+        if len(self.runners) == 1:
+            for position, (candidate, change) in items:
+                if self.check(candidate, change):
+                    return position, cast(Schedule, self.smallest)
+            return None
+        while True:
+            batch: list[tuple[int, _Pending]] = []
+            known: tuple[int, Schedule] | None = None  # failing, decided without a run
+            room = min(len(self.runners), (self.budget - self.runs) // self.confirm)
+            for position, (candidate, change) in items:
+                pending = self._prepare(candidate, change)
+                if pending is True:
+                    known = (position, cast(Schedule, self.smallest))
+                    break
+                if pending is False:
+                    continue
+                if room == 0:
+                    raise _Budget  # not enough runs left to confirm a failure
+                batch.append((position, pending))
+                if len(batch) == room:
+                    break
+            if not batch:
+                return known
+            for _, pending in batch:
+                self.attempts.append(pending.attempt)
+            self._run_batch([pending for _, pending in batch])
+            for _, pending in batch:
+                self.tried[pending.key] = pending.attempt.verdict
+            for position, pending in batch:
+                if pending.attempt.verdict == FAILING:
+                    return position, self._take(pending.candidate)
+            if known is not None:
+                return known[0], self._take(known[1])
+
+    def _take(self, candidate: Schedule) -> Schedule:
+        self._taken(candidate, FAILING)
+        return candidate
+
+    def _run_batch(self, batch: list[_Pending]) -> None:
+        """Each candidate on a runner of its own, at once (threads: the runners wait on
+        clusters); the first error any of them raised is raised here."""
+        errors: list[BaseException] = []
+
+        def confirm(pending: _Pending, runner: Runner) -> None:
+            try:
+                self._confirm(pending, runner)
+            except BaseException as exc:  # noqa: BLE001 - raised in the calling thread
+                errors.append(exc)
+
+        threads = [
+            # Daemons: after Ctrl-C a run may wait on a cluster torn down under it.
+            threading.Thread(target=confirm, args=(p, r), name=f"shrink-{i}", daemon=True)
+            for i, (p, r) in enumerate(zip(batch, self.runners, strict=False), start=1)
+        ]
+        for thread in threads:
+            thread.start()
+        while any(t.is_alive() for t in threads):
+            for thread in threads:
+                thread.join(timeout=0.5)  # short joins: Ctrl-C reaches this thread
+        budget = [e for e in errors if isinstance(e, _Budget)]
+        if len(budget) < len(errors):
+            raise next(e for e in errors if not isinstance(e, _Budget))
+        if budget:
+            raise budget[0]
 
     def _taken(self, candidate: Schedule, verdict: str) -> bool:
         """Whether a pass takes the candidate (it fails, confirmed); the one taken last is the
@@ -202,13 +282,17 @@ def shrink(
     same_failure: bool = True,
     prescreen: Callable[[Schedule], str | None] | None = None,
     seen: str | None = None,
+    more_runners: Sequence[Runner] = (),
 ) -> ShrinkResult:
     """Shrink `schedule` against `runner` within `budget` runs. The minimal schedule keeps
     the original's seed; its origin says where it came from. `prescreen` (the protocol
     model, say) may rule a candidate out before it is run, saying why: such a candidate
     costs no run and never counts as failing. `seen`: the failure a run of the original
-    already showed (explore's own), which counts as its first confirming run."""
-    s = _Shrinker(runner, budget, confirm, same_failure, prescreen)
+    already showed (explore's own), which counts as its first confirming run.
+    `more_runners`: runners beside `runner` (clusters of their own), so that candidates run
+    several at once (`_Shrinker.first`); the minimal is the one a single runner would reach
+    where the runs come out the same."""
+    s = _Shrinker([runner, *more_runners], budget, confirm, same_failure, prescreen)
     result = ShrinkResult(schedule, schedule, None, False)
     first = Attempt(1, "the original", len(schedule.steps), [], PASSING, schedule)
     s.attempts.append(first)
@@ -235,14 +319,7 @@ def shrink(
         progress = True
         while progress:
             progress = False
-            for shrink_pass in (
-                _drop,
-                _merge,
-                _reduce,
-                _simplify_targets,
-                _simplify_cluster,
-                _drop_pairs,
-            ):
+            for shrink_pass in PASSES:
                 improved = shrink_pass(current, s)
                 if improved is not None:
                     current, progress = improved, True
@@ -270,192 +347,6 @@ def _finish(result: ShrinkResult, s: _Shrinker, *, reproducible: bool) -> Shrink
         )
         result.minimal = replace(result.minimal, origin=origin)
     return result
-
-
-# -- passes: each returns a smaller schedule that still fails, or None --------------------
-
-
-def _first_failing(
-    current: Schedule, s: _Shrinker, candidates: Iterator[tuple[Schedule, str]]
-) -> Schedule | None:
-    for candidate, change in candidates:
-        if s.check(candidate, change):
-            return candidate
-    return None
-
-
-def _drop(current: Schedule, s: _Shrinker) -> Schedule | None:
-    """Remove chunks of steps: halves, then quarters, down to single steps (delta
-    debugging's complements). After a chunk goes, the next chunk starts where it was."""
-    improved = None
-    size = max(1, len(current.steps) // 2)
-    while current.steps and size >= 1:
-        start = 0
-        while start < len(current.steps):
-            steps = list(current.steps)
-            end = min(start + size, len(steps)) - 1
-            what = f"drop step {start}" if start == end else f"drop steps {start}-{end}"
-            candidate = current.with_steps(steps[:start] + steps[start + size :])
-            if s.check(candidate, what):
-                current = improved = candidate
-            else:
-                start += size
-        size //= 2
-    return improved
-
-
-def _drop_pairs(current: Schedule, s: _Shrinker) -> Schedule | None:
-    """Remove two steps that are not next to each other: a fault and what it set up for
-    (a hold-back and the write it held back) often go only together."""
-
-    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
-        steps = list(current.steps)
-        for i in range(len(steps)):
-            for j in range(i + 2, len(steps)):
-                rest = steps[:i] + steps[i + 1 : j] + steps[j + 1 :]
-                yield current.with_steps(rest), f"drop steps {i} and {j}"
-
-    return _repeat(current, s, candidates)
-
-
-def _merge(current: Schedule, s: _Shrinker) -> Schedule | None:
-    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
-        steps = list(current.steps)
-        for i in range(len(steps) - 1):
-            a, b = steps[i], steps[i + 1]
-            if isinstance(a, Heal) and isinstance(b, Heal):
-                merged = [*steps[:i], Heal(), *steps[i + 2 :]]
-                yield current.with_steps(merged), f"merge the heals at steps {i} and {i + 1}"
-            if (
-                isinstance(a, Produce)
-                and isinstance(b, Produce)
-                and (a.acks, a.to) == (b.acks, b.to)
-            ):
-                merged = [*steps[:i], replace(a, count=a.count + b.count), *steps[i + 2 :]]
-                yield current.with_steps(merged), f"merge the produces at steps {i} and {i + 1}"
-        for i, step in enumerate(steps):
-            if isinstance(step, Heal) and step.a is not None:
-                yield (
-                    current.with_steps([*steps[:i], Heal(), *steps[i + 1 :]]),
-                    (f"step {i} heals every cut"),
-                )
-
-    return _repeat(current, s, candidates)
-
-
-def _repeat(
-    current: Schedule,
-    s: _Shrinker,
-    make: Callable[[Schedule], Iterator[tuple[Schedule, str]]],
-) -> Schedule | None:
-    """Apply a pass's first failing candidate, again and again, while one fails."""
-    improved = None
-    while True:
-        found = _first_failing(current, s, make(current))
-        if found is None:
-            return improved
-        current = improved = found
-
-
-def _smaller(value: int) -> list[int]:
-    return sorted({v for v in (1, value // 2, value - 1) if 1 <= v < value})
-
-
-def _reduce(current: Schedule, s: _Shrinker) -> Schedule | None:
-    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
-        steps = list(current.steps)
-        for i, step in enumerate(steps):
-            options: list[tuple[Step, str]] = []
-            if isinstance(step, Produce):
-                options = [
-                    (replace(step, count=c), f"count {step.count} -> {c}")
-                    for c in _smaller(step.count)
-                ]
-            elif isinstance(step, PowerLoss) and step.lose is not None:
-                options = [
-                    (replace(step, lose=c), f"lose {step.lose} -> {c}") for c in _smaller(step.lose)
-                ]
-            elif isinstance(step, Wait) and step.seconds > 1:
-                options = [
-                    (replace(step, seconds=v), f"wait {step.seconds:g} -> {v:g} s")
-                    for v in sorted({1, step.seconds / 2})
-                    if v < step.seconds
-                ]
-            for new, what in options:
-                yield current.with_steps([*steps[:i], new, *steps[i + 1 :]]), f"step {i}: {what}"
-
-    return _repeat(current, s, candidates)
-
-
-def _simpler_targets(value: Any) -> list[Any]:
-    if value == QUORUM or value is None:
-        return []
-    if isinstance(value, Role):
-        return list(ROLE_ORDER[: ROLE_ORDER.index(value)])
-    return [*ROLE_ORDER, *range(1, value)]
-
-
-def _simplify_targets(current: Schedule, s: _Shrinker) -> Schedule | None:
-    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
-        steps = list(current.steps)
-        for i, step in enumerate(steps):
-            for name, value in step_targets(step):
-                for simpler in _simpler_targets(value):
-                    new = replace(step, **{name: simpler})
-                    yield (
-                        current.with_steps([*steps[:i], new, *steps[i + 1 :]]),
-                        (f"step {i}: {name} {value} -> {simpler}"),
-                    )
-            if isinstance(step, Kill) and step.signal == "SIGTERM":
-                new = replace(step, signal="SIGKILL")
-                yield (
-                    current.with_steps([*steps[:i], new, *steps[i + 1 :]]),
-                    (f"step {i}: SIGTERM -> SIGKILL"),
-                )
-
-    return _repeat(current, s, candidates)
-
-
-def _simplify_cluster(current: Schedule, s: _Shrinker) -> Schedule | None:
-    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
-        c = current.cluster
-        options: list[tuple[Cluster, str]] = []
-        if c.replication_factor == 3:
-            topic = replace(
-                c.topic_config, min_insync_replicas=min(c.topic_config.min_insync_replicas, 2)
-            )
-            options.append(
-                (
-                    replace(c, replication_factor=2, replicas=c.replicas[:2], topic_config=topic),
-                    "replication factor 3 -> 2",
-                )
-            )
-        if c.topic_config.min_insync_replicas > 1:
-            topic = replace(c.topic_config, min_insync_replicas=1)
-            options.append((replace(c, topic_config=topic), "min.insync.replicas -> 1"))
-        if c.topic_config.flush_messages is not None:
-            topic = replace(c.topic_config, flush_messages=None)
-            options.append((replace(c, topic_config=topic), "no flush.messages"))
-        if c.node_config:
-            options.append((replace(c, node_config={}), "no per-broker overrides"))
-        needed = max([*c.replicas, c.controller or 0, *_named_brokers(current)])
-        if c.brokers > max(needed, c.replication_factor, 2):
-            options.append(
-                (replace(c, brokers=c.brokers - 1), f"brokers {c.brokers} -> {c.brokers - 1}")
-            )
-        for cluster, what in options:
-            yield replace(current, cluster=cluster), what
-
-    return _repeat(current, s, candidates)
-
-
-def _named_brokers(schedule: Schedule) -> list[int]:
-    return [
-        v
-        for step in schedule.steps
-        for _, v in step_targets(step)
-        if isinstance(v, int) and not isinstance(v, bool)
-    ]
 
 
 # -- runners ------------------------------------------------------------------------------

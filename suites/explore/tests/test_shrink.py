@@ -3,6 +3,8 @@ predicates."""
 
 from __future__ import annotations
 
+import threading
+
 from checkers.protocol import Protocol
 from checkers.simulate import simulate
 from runrecord.schedule import (
@@ -249,3 +251,43 @@ def test_a_failure_already_seen_is_the_first_confirmation() -> None:
     assert result.attempts[0].runs == ["diverged", "diverged"]
     assert result.runs == sum(len(a.runs) for a in result.attempts) - 1
     assert result.reproducible and TRUTH(result.minimal) == "diverged"
+
+
+def test_several_runners_reach_the_single_runner_s_minimal_running_at_once() -> None:
+    alone = shrink(PADDED, TRUTH, budget=400)
+    # Each run waits a moment for two others to be in flight beside it: the most seen at once
+    # says whether candidates ran together.
+    lock = threading.Condition()
+    inflight, most = [0], [0]
+
+    def together(schedule: Schedule) -> str | None:
+        with lock:
+            inflight[0] += 1
+            most[0] = max(most[0], inflight[0])
+            lock.notify_all()
+            lock.wait_for(lambda: inflight[0] >= 3, timeout=0.1)
+        try:
+            return TRUTH(schedule)
+        finally:
+            with lock:
+                inflight[0] -= 1
+
+    result = shrink(PADDED, together, budget=400, more_runners=[together, together])
+    assert result.reproducible and result.failure == "diverged"
+    assert result.minimal.steps == alone.minimal.steps
+    assert most[0] >= 2
+    _check_log(result)
+    # The candidates after the first failing one of a batch cost runs alone would not spend.
+    assert result.runs >= alone.runs
+
+
+def test_the_batch_never_spends_more_than_the_budget() -> None:
+    calls = []
+
+    def counting(schedule: Schedule) -> str | None:
+        calls.append(1)
+        return TRUTH(schedule)
+
+    result = shrink(PADDED, counting, budget=15, more_runners=[counting, counting])
+    assert result.exhausted and result.runs == len(calls) <= 15
+    assert TRUTH(result.minimal) == "diverged"
