@@ -19,6 +19,7 @@ from checkers.lineage import Lineage, cleaned_end, first_divergence
 from checkers.model import Fate, TruncationResult, truncate_follower
 from checkers.protocol import Protocol
 from checkers.records import Batch
+from checkers.transactions import TransactionFindings
 
 CONSISTENT = "consistent"
 DIVERGED = "diverged"
@@ -84,6 +85,8 @@ class PartitionVerdict:
     unchecked: list[dict[str, Any]] = field(default_factory=list)  # ranges not held locally
     pending_truncation: PendingTruncation | None = None
     lagging: dict[int, int] = field(default_factory=dict)  # broker -> log end, behind the rest
+    # Hanging and torn transactions and duplicate sequences (`checkers.transactions`).
+    transactions: TransactionFindings = field(default_factory=TransactionFindings)
 
     def compact(self) -> PartitionVerdict:
         """The verdict without the predicted follower logs (see `TruncationResult.compact`)."""
@@ -116,6 +119,7 @@ class PartitionVerdict:
             else dataclasses.asdict(self.pending_truncation),
             "lagging": {str(k): v for k, v in self.lagging.items()},
             "notes": self.notes,
+            **self.transactions.to_dict(),
         }
 
 

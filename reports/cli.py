@@ -19,6 +19,7 @@ from checkers.audit.local import audit
 from checkers.audit.plan import plan_audit
 from checkers.audit.render import render
 from checkers.protocol import Protocol
+from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from fixtures.errors import LogforkError
 from reports.spark import MASTER_ENV
 from runrecord import exits
@@ -91,6 +92,15 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
         "cleaned (cleaner-offset-checkpoint) are known without it",
     )
     parser.add_argument(
+        "--txn-timeout",
+        type=int,
+        default=DEFAULT_TXN_TIMEOUT_MS,
+        metavar="MS",
+        help="an open transaction whose first batch is this much older than its partition's "
+        "newest batch hangs: its coordinator would have aborted it by then (default: "
+        "%(default)s, Kafka's transaction.max.timeout.ms)",
+    )
+    parser.add_argument(
         "--protocol",
         choices=[p.value for p in Protocol],
         default=Protocol.KIP_279.value,
@@ -130,14 +140,24 @@ def run_audit(args: argparse.Namespace) -> int:
             raise LogforkError("--spark-master needs the Spark engine, not --engine local")
         run = None
         if engine == "local" and not args.html:
-            result = audit(args.dirs, topic=args.topic, protocol=protocol, compacted=args.compacted)
+            result = audit(
+                args.dirs,
+                topic=args.topic,
+                protocol=protocol,
+                compacted=args.compacted,
+                txn_timeout_ms=args.txn_timeout,
+            )
         else:
             from reports.outputs import as_location
             from reports.pipeline import run_pipeline
             from reports.sources import audit_source
 
             source = audit_source(
-                args.dirs, protocol=protocol, topic=args.topic, compacted=args.compacted
+                args.dirs,
+                protocol=protocol,
+                topic=args.topic,
+                compacted=args.compacted,
+                txn_timeout_ms=args.txn_timeout,
             )
             pipeline = run_pipeline(
                 [source],
@@ -194,6 +214,15 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the reports go: one <run>.html per run, and index.html over them",
     )
     _engine_arguments(parser, "spark")
+    parser.add_argument(
+        "--txn-timeout",
+        type=int,
+        default=DEFAULT_TXN_TIMEOUT_MS,
+        metavar="MS",
+        help="an open transaction whose first batch is this much older than its partition's "
+        "newest batch hangs: its coordinator would have aborted it by then (default: "
+        "%(default)s, Kafka's transaction.max.timeout.ms)",
+    )
     parser.add_argument(
         "--protocol",
         choices=[p.value for p in Protocol],

@@ -36,6 +36,7 @@ class JudgeConfig:
     protocols: dict[str, str] = field(default_factory=dict)
     leaders: dict[tuple[str, str, int], int] = field(default_factory=dict)
     compacted: dict[tuple[str, str], str] = field(default_factory=dict)  # (run, topic) -> why
+    txn_timeouts: dict[str, int] = field(default_factory=dict)  # run -> ms (`decide.Known`)
     brief_runs: frozenset[str] = frozenset()  # runs with more than DETAILED_UP_TO partitions
 
 

@@ -23,6 +23,7 @@ from checkers.audit import decide
 from checkers.audit.plan import ReadTask
 from checkers.audit.read import metadata_at, read_replicas
 from checkers.lineage import Lineage
+from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from reports import rows as R
 from reports.judge import JudgeConfig, partition_row
 from reports.outputs import as_location, child, write_parquet
@@ -145,7 +146,8 @@ def judge_bucket(
         summaries, judged = read_replicas(read, writer.add)
         leader = config.leaders.get((run, *tp))
         compacted = config.compacted.get((run, tp[0]))
-        verdict = decide.judge(judged, leader, protocol, compacted) if judged else None
+        timeout = config.txn_timeouts.get(run, DEFAULT_TXN_TIMEOUT_MS)
+        verdict = decide.judge(judged, leader, protocol, compacted, timeout) if judged else None
         done = partition_row(config, run, tp, summaries, judged, verdict, sent.get(tp, []))
         del judged  # the replicas go before the next partition is read
         out.append(

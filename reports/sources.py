@@ -15,6 +15,7 @@ from pathlib import Path
 from checkers.audit.plan import AuditPlan, plan_audit
 from checkers.protocol import Protocol
 from checkers.storage import is_remote, local_path
+from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from fixtures.errors import LogforkError
 from fixtures.releases import Release
 from runrecord.conformance import Conformance
@@ -154,6 +155,7 @@ def audit_source(
     protocol: Protocol = Protocol.KIP_279,
     topic: str | None = None,
     compacted: Sequence[str] = (),
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
 ) -> RunSource:
     """An audit of log dirs (and run directories, which expand to their nodes' log dirs).
     A single run directory also brings its run record, so its report has the timeline."""
@@ -165,4 +167,5 @@ def audit_source(
             artifacts = RunArtifacts.read(RunDir(run_dir))
         except RunRecordError as exc:
             artifacts.problems.append(str(exc))
-    return RunSource(key, run_dir, plan_audit(dirs, topic, compacted), protocol, artifacts)
+    plan = plan_audit(dirs, topic, compacted, txn_timeout_ms)
+    return RunSource(key, run_dir, plan, protocol, artifacts)

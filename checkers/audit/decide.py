@@ -22,6 +22,7 @@ from checkers.compaction import compaction_reason
 from checkers.lineage import Lineage
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog
 from checkers.protocol import Protocol
+from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS, judge_transactions
 from checkers.verdict import PartitionVerdict, judge_partition
 
 
@@ -31,6 +32,7 @@ class Known:
     leaders: dict[TopicPartition, int] = field(default_factory=dict)
     kraft_state: dict[TopicPartition, dict[str, Any]] = field(default_factory=dict)
     compacted: dict[str, str] = field(default_factory=dict)  # topic -> why
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
 
 
 def choose_metadata(logs: Mapping[int, MetadataLog]) -> MetadataLog | None:
@@ -43,7 +45,7 @@ def choose_metadata(logs: Mapping[int, MetadataLog]) -> MetadataLog | None:
 
 
 def know(plan: AuditPlan, metadata_logs: Mapping[int, MetadataLog]) -> Known:
-    out = Known(choose_metadata(metadata_logs))
+    out = Known(choose_metadata(metadata_logs), txn_timeout_ms=plan.txn_timeout_ms)
     quorum = quorum_leader(plan.quorum_states.values())
     configs = out.metadata.topic_configs if out.metadata is not None else {}
     for topic in sorted({tp[0] for tp in plan.judged_partitions()}):
@@ -69,10 +71,12 @@ def judge(
     leader: int | None,
     protocol: Protocol,
     compacted: str | None = None,
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
 ) -> PartitionVerdict:
     """One partition's verdict, compact enough to keep for every partition of a fleet;
-    `leader` and `compacted` as `Known` has them for the partition."""
+    `leader`, `compacted` and `txn_timeout_ms` as `Known` has them for the partition."""
     verdict = judge_partition(lineages, leader=leader, protocol=protocol, compacted=compacted)
+    verdict.transactions = judge_transactions(lineages, txn_timeout_ms=txn_timeout_ms)
     return verdict.compact()
 
 

@@ -14,6 +14,7 @@ from checkers.audit.read import read_metadata, read_replicas
 from checkers.audit.result import AuditResult, ReplicaSummary
 from checkers.lineage import Lineage
 from checkers.protocol import Protocol
+from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from checkers.verdict import PartitionVerdict
 
 # Called with each partition while its replicas are in memory: the summaries of every
@@ -41,10 +42,9 @@ def execute(
     for tp, tasks in plan.by_partition():
         summaries, judged = read_replicas(tasks)
         replicas.extend(summaries)
+        leader, compacted = known.leaders.get(tp), known.compacted.get(tp[0])
         verdict = (
-            judge(judged, known.leaders.get(tp), protocol, known.compacted.get(tp[0]))
-            if judged
-            else None
+            judge(judged, leader, protocol, compacted, known.txn_timeout_ms) if judged else None
         )
         if verdict is not None:
             verdicts.append(verdict)
@@ -59,8 +59,10 @@ def audit(
     topic: str | None = None,
     protocol: Protocol = Protocol.KIP_279,
     compacted: Sequence[str] = (),
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
 ) -> AuditResult:
     """Read every log dir and judge every partition (or those of `topic`; `compacted` names
-    topics to judge as compacted besides those the inputs say are). Never raises on bad
-    input: what cannot be read is in `errors` and `unreadable`."""
-    return execute(plan_audit(dirs, topic, compacted), protocol).result
+    topics to judge as compacted besides those the inputs say are; an open transaction
+    older than `txn_timeout_ms` hangs). Never raises on bad input: what cannot be read is in
+    `errors` and `unreadable`."""
+    return execute(plan_audit(dirs, topic, compacted, txn_timeout_ms), protocol).result

@@ -28,6 +28,7 @@ from checkers.lineage import LogDir, list_log_dir
 from checkers.metadata_log import METADATA_TOPICS
 from checkers.segments import segment_bytes
 from checkers.storage import is_remote, local_path, relabel, staged_listing, unreadable
+from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from runrecord.rundir import RunDir, is_run_dir
 from runrecord.typed import RunRecordError
 
@@ -83,6 +84,8 @@ class AuditPlan:
     inputs: list[str]
     topic: str | None = None
     compacted: tuple[str, ...] = ()  # topics named as compacted (--compacted)
+    # An open transaction older than this (behind its partition's newest batch) hangs.
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
     log_dirs: list[LogDir] = field(default_factory=list)
     tasks: list[ReadTask] = field(default_factory=list)
     slots: list[ErrorSlot] = field(default_factory=list)
@@ -171,11 +174,16 @@ def expand_inputs(dirs: Iterable[Path | str]) -> tuple[list[Path | str], list[Au
 
 
 def plan_audit(
-    dirs: Sequence[Path | str], topic: str | None = None, compacted: Sequence[str] = ()
+    dirs: Sequence[Path | str],
+    topic: str | None = None,
+    compacted: Sequence[str] = (),
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
 ) -> AuditPlan:
     """List every input down to its partition dirs. Never raises on bad input."""
     with gc_paused():  # a task and a path or two per partition dir, none of them cyclic
-        return _plan(dirs, topic, compacted)
+        plan = _plan(dirs, topic, compacted)
+    plan.txn_timeout_ms = txn_timeout_ms
+    return plan
 
 
 def _plan(dirs: Sequence[Path | str], topic: str | None, compacted: Sequence[str]) -> AuditPlan:

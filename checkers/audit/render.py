@@ -55,6 +55,29 @@ def consistency(v: PartitionVerdict) -> str:
     return text
 
 
+def transaction_lines(v: PartitionVerdict) -> list[str]:
+    """Hanging and torn transactions and duplicate sequences (`checkers.transactions`)."""
+    t = v.transactions
+    lines = [
+        f"HANGING transaction: producer {h.producer_id} (epoch {h.producer_epoch}) open from "
+        f"offset {h.first_offset} on broker(s) {', '.join(map(str, h.brokers))}, "
+        f"{h.age_ms / 60000:.1f} min older than the partition's newest batch"
+        for h in t.hanging
+    ]
+    lines += [
+        f"TORN transaction: producer {x.producer_id} from offset {x.first_offset}, marker at "
+        f"{x.marker_offset}: " + ", ".join(f"{kind} on broker {b}" for b, kind in x.kinds)
+        for x in t.torn
+    ]
+    lines += [
+        f"DUPLICATE sequence: producer {d.producer_id} epoch {d.producer_epoch} sequence "
+        f"{d.base_sequence} appended {len(d.offsets)} times on broker {d.broker}, at offsets "
+        + ", ".join(map(str, d.offsets))
+        for d in t.duplicates
+    ]
+    return lines
+
+
 def render(result: AuditResult) -> str:
     """The audit as a Kafka engineer reads it first: one line per partition, the versions
     at a divergence and what the protocol does next, then the bad input."""
@@ -83,6 +106,7 @@ def render(result: AuditResult) -> str:
                     )
                 )
         lines.extend(wrap(line, "      ") for line in leniency(v))
+        lines.extend(wrap(line, "      ") for line in transaction_lines(v))
         lines.extend(wrap(note, "      note: ") for note in v.notes)
     if result.errors:
         lines.append(f"bad input ({len(result.errors)}):")
@@ -90,14 +114,16 @@ def render(result: AuditResult) -> str:
             who = f"[broker {e.broker_id}] " if e.broker_id is not None else ""
             lines.append(wrap(f"{who}{e.error}"))
     diverged = sum(v.status == DIVERGED for v in result.partitions)
+    torn = sum(v.transactions.found for v in result.partitions)
     verdict = {
         EXIT_CONSISTENT: "all consistent",
-        EXIT_DIVERGED: "divergence found",
+        EXIT_DIVERGED: "divergence found" if diverged else "transaction finding(s)",
         EXIT_UNREADABLE: "some input could not be read at all",
     }[result.exit_code]
+    with_txn = f", {torn} with transaction findings" if torn else ""
     lines.append(
-        f"result: {len(result.partitions) - diverged} consistent, {diverged} diverged, "
-        f"{len(result.errors)} bad input(s): {verdict} (exit {result.exit_code})"
+        f"result: {len(result.partitions) - diverged} consistent, {diverged} diverged"
+        f"{with_txn}, {len(result.errors)} bad input(s): {verdict} (exit {result.exit_code})"
     )
     return "\n".join(lines)
 

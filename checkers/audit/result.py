@@ -89,7 +89,7 @@ class AuditResult:
     def exit_code(self) -> int:
         if self.unreadable:
             return EXIT_UNREADABLE
-        if any(v.status == DIVERGED for v in self.partitions):
+        if any(v.status == DIVERGED or v.transactions.found for v in self.partitions):
             return EXIT_DIVERGED
         return EXIT_CONSISTENT
 
