@@ -215,6 +215,7 @@ class _Shrinker:
             if not batch:
                 return known
             for _, pending in batch:
+                pending.attempt.number = len(self.attempts) + 1  # numbered as recorded
                 self.attempts.append(pending.attempt)
             self._run_batch([pending for _, pending in batch])
             for _, pending in batch:

@@ -277,6 +277,7 @@ def test_several_runners_reach_the_single_runner_s_minimal_running_at_once() -> 
     assert result.minimal.steps == alone.minimal.steps
     assert most[0] >= 2
     _check_log(result)
+    assert [a.number for a in result.attempts] == list(range(1, len(result.attempts) + 1))
     # The candidates after the first failing one of a batch cost runs alone would not spend.
     assert result.runs >= alone.runs
 
