@@ -203,8 +203,11 @@ def main(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         # With --spark-master the benches here serve the shrinking alone (a bench starts
         # no cluster until asked).
-        record.parallel = cluster_count(options, drawing, options.budget, say)
-        benches = open_benches(stack, options, out, record.parallel)
+        if options.spark_master:
+            clusters = cluster_count(options, drawing, None, lambda x: say(f"shrinking: {x}"))
+        else:
+            clusters = record.parallel = cluster_count(options, drawing, options.budget, say)
+        benches = open_benches(stack, options, out, clusters)
         explorer = Explorer(options, out, record, benches[0], say, benches=benches)
         if options.minutes is not None:
             explorer.deadline = clock + 60 * options.minutes
