@@ -53,7 +53,7 @@ from runrecord.explore import (
     ShardRecord,
 )
 from runrecord.schedule import load_schedule, to_dict, write_schedule
-from runrecord.typed import dumps_record, read_json
+from runrecord.typed import RunRecordError, dumps_record, read_json
 from suites.explore import shard as shard_process
 from suites.explore.explore import Explorer, progress_line, run_threads
 from suites.explore.generate import DrawOptions
@@ -272,7 +272,15 @@ def _merge(
     record.shards.sort(key=lambda s: s.index)
     ran: set[int] = set()
     if shard.status == SHARD_DONE:
-        ran = _copy_back(explorer, child(as_location(store), f"shard-{index}"), row, worker)
+        source = child(as_location(store), f"shard-{index}")
+        try:
+            ran = _copy_back(explorer, source, row, worker)
+        except RunRecordError as exc:  # not in the store: the worker wrote elsewhere
+            shard.status = SHARD_FAILED
+            shard.detail = (
+                f"its results are not readable in the store {store} ({exc}); workers on "
+                "other machines need a --store they all share"
+            )
     # A shard that ended well ran its whole share, or as much as --minutes allowed (the
     # rest were never due, as in `logfork explore`); a failed or lost one's are not run.
     for n, candidate in hand if shard.status != SHARD_DONE else ():
@@ -295,7 +303,8 @@ def _copy_back(explorer: Explorer, source: Any, row: dict[str, Any], worker: str
     out = explorer.out
     staging = Path(tempfile.mkdtemp(prefix="logfork-merge-", dir=out))
     try:
-        get_tree(source, staging)
+        if get_tree(source, staging) == 0:
+            raise RunRecordError(f"{source}: nothing there")
         shard = read_json(ExploreRecord, staging / EXPLORE_JSON)
         for path in sorted(staging.rglob("*")):
             rel = path.relative_to(staging).as_posix()

@@ -113,3 +113,15 @@ def test_bad_spark_options(
     args = ["explore", "--kafka-version", "1.1.1", "--seed", "1", "--budget", "1", *extra]
     assert cli.main(args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_shard_missing_from_the_store_failed(tmp_path: Path) -> None:
+    # A worker on another machine wrote to its own disk: the driver finds nothing there.
+    x = explorer(tmp_path, [])
+    hand = on_spark.deal(candidates(2), 1)[0]
+    row = {"shard": 1, "status": "done", "detail": "", "out": "/elsewhere/out", "seconds": 1.0}
+    on_spark._merge(x, (tmp_path / "store").as_uri(), hand, row, None)
+    record = read_json(ExploreRecord, tmp_path / "explore.json")
+    assert record.shards[0].status == "failed"
+    assert "--store they all share" in record.shards[0].detail
+    assert [e.number for e in record.not_run] == [1, 2] and record.schedules == []
