@@ -72,8 +72,31 @@ def _listing(uri: str) -> tuple[Any, str, list[Any]]:
 
 
 def _copy(fs: Any, source: str, target: Path) -> None:
-    with fs.open_input_stream(source) as stream, open(target, "wb") as out:
-        shutil.copyfileobj(stream, out, 8 << 20)
+    with fs.open_input_stream(source) as stream:
+        copy_sparse(stream, target)
+
+
+READ_BYTES = 8 << 20  # per read: an object store answers each read with a request
+HOLE_BYTES = 64 << 10  # a run of zeros this long, so aligned, is left a hole
+
+
+def copy_sparse(stream: Any, target: Path) -> None:
+    """Copy a stream to a local file, leaving aligned blocks of zeros as holes: Kafka
+    preallocates its index files (10 MB each by default, `segment.index.bytes`), sparse on
+    the broker's disk, and a log dir holds dozens of them."""
+    zeros = bytes(HOLE_BYTES)
+    size = 0
+    with open(target, "wb") as out:
+        while chunk := stream.read(READ_BYTES):
+            view = memoryview(chunk)
+            for start in range(0, len(view), HOLE_BYTES):
+                block = view[start : start + HOLE_BYTES]
+                if block == zeros[: len(block)]:
+                    out.seek(len(block), os.SEEK_CUR)
+                else:
+                    out.write(block)
+            size += len(chunk)
+        out.truncate(size)
 
 
 def _stage(uri: str, into: Path, *, large: bool) -> None:

@@ -215,15 +215,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _engine_arguments(parser, "spark")
     parser.add_argument(
-        "--txn-timeout",
-        type=int,
-        default=DEFAULT_TXN_TIMEOUT_MS,
-        metavar="MS",
-        help="an open transaction whose first batch is this much older than its partition's "
-        "newest batch hangs: its coordinator would have aborted it by then (default: "
-        "%(default)s, Kafka's transaction.max.timeout.ms)",
-    )
-    parser.add_argument(
         "--protocol",
         choices=[p.value for p in Protocol],
         help="protocol the model follows (default: each run's release's own)",

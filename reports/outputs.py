@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from checkers.storage import filesystem, is_remote, join, local_path
+from checkers.storage import copy_sparse, filesystem, is_remote, join, local_path
 
 Location = Path | str  # a local path, or a URI (kept a string: Path would mangle "//")
 
@@ -91,7 +91,7 @@ def put_tree(local: Path, folder: Location, *, skip: tuple[str, ...] = ()) -> in
         fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
         with open(path, "rb") as source:
             if isinstance(fs, pafs.LocalFileSystem):
-                _sparse_copy(source, Path(target))
+                copy_sparse(source, Path(target))
             else:
                 with fs.open_output_stream(target) as out:
                     shutil.copyfileobj(source, out, 8 << 20)
@@ -111,25 +111,6 @@ def get_tree(folder: Location, local: Path) -> int:
         target = local / info.path[len(root) :].lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         with fs.open_input_stream(info.path) as source:
-            _sparse_copy(source, target)
+            copy_sparse(source, target)
         count += 1
     return count
-
-
-SPARSE_BLOCK = 64 << 10
-
-
-def _sparse_copy(source: Any, target: Path) -> None:
-    """Copy a stream to a local file, leaving blocks of zeros as holes: Kafka preallocates
-    its index files (10 MB each by default, `segment.index.bytes`), sparse on the broker's
-    disk, and a run directory holds dozens of them."""
-    zeros = bytes(SPARSE_BLOCK)
-    with open(target, "wb") as out:
-        size = 0
-        while block := source.read(SPARSE_BLOCK):
-            size += len(block)
-            if block == zeros[: len(block)]:
-                out.seek(len(block), os.SEEK_CUR)
-            else:
-                out.write(block)
-        out.truncate(size)

@@ -114,13 +114,13 @@ def render(result: AuditResult) -> str:
             who = f"[broker {e.broker_id}] " if e.broker_id is not None else ""
             lines.append(wrap(f"{who}{e.error}"))
     diverged = sum(v.status == DIVERGED for v in result.partitions)
-    torn = sum(v.transactions.found for v in result.partitions)
+    with_findings = sum(v.transactions.found for v in result.partitions)
     verdict = {
         EXIT_CONSISTENT: "all consistent",
         EXIT_DIVERGED: "divergence found" if diverged else "transaction finding(s)",
         EXIT_UNREADABLE: "some input could not be read at all",
     }[result.exit_code]
-    with_txn = f", {torn} with transaction findings" if torn else ""
+    with_txn = f", {with_findings} with transaction findings" if with_findings else ""
     lines.append(
         f"result: {len(result.partitions) - diverged} consistent, {diverged} diverged"
         f"{with_txn}, {len(result.errors)} bad input(s): {verdict} (exit {result.exit_code})"

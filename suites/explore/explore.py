@@ -45,6 +45,7 @@ from suites.explore.generate import DrawOptions, draw, explore_shape
 from suites.explore.guide import Candidate, evaluate, plan
 from suites.explore.runner import ScheduleRun, run_schedule
 from suites.explore.shrink import ShrinkResult, shrink, simulated_runner
+from suites.explore.threads import run_threads
 
 Say = Callable[[str], None]
 
@@ -374,16 +375,6 @@ class Explorer:
         from reports.explore_page import write_explore_page
 
         write_explore_page(self.record, self.out)
-
-
-def run_threads(threads: list[threading.Thread]) -> None:
-    """Start the threads and wait for them all, in short joins: Ctrl-C reaches this thread
-    (a long join would hold it off), and the caller stops the threads."""
-    for thread in threads:
-        thread.start()
-    while any(t.is_alive() for t in threads):
-        for thread in threads:
-            thread.join(timeout=0.5)
 
 
 def _key(schedule: Schedule) -> str:

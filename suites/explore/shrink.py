@@ -39,6 +39,7 @@ from runrecord.schedule import (
     validate,
 )
 from suites.explore.shrink_passes import PASSES
+from suites.explore.threads import run_threads
 
 Runner = Callable[[Schedule], str | None]
 
@@ -246,11 +247,7 @@ class _Shrinker:
             threading.Thread(target=confirm, args=(p, r), name=f"shrink-{i}", daemon=True)
             for i, (p, r) in enumerate(zip(batch, self.runners, strict=False), start=1)
         ]
-        for thread in threads:
-            thread.start()
-        while any(t.is_alive() for t in threads):
-            for thread in threads:
-                thread.join(timeout=0.5)  # short joins: Ctrl-C reaches this thread
+        run_threads(threads)
         budget = [e for e in errors if isinstance(e, _Budget)]
         if len(budget) < len(errors):
             raise next(e for e in errors if not isinstance(e, _Budget))
