@@ -34,7 +34,10 @@ LOST = "lost-acknowledged"  # an acknowledged acks=all write is gone from the fi
 DEPARTS = "departs"  # expected only: the release departs from the KIP's text as documented
 VIOLATED = "violated"  # an invariant of a conformance table broke
 FENCED_LEADER = "fenced-leader"  # KRaft: the controller elected a fenced broker (KAFKA-19522)
-SYMPTOM_KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER)
+# A transaction left open for good: its data has no marker, so the last stable offset stays
+# at its first offset and read_committed consumers stop there (KAFKA-20716).
+HANGING = "hanging-transaction"
+SYMPTOM_KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING)
 
 
 @dataclass(frozen=True)

@@ -203,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
         "audit",
         help="judge the logs in broker log dirs (no cluster needed)",
         description="Read every replica's segments straight from disk and judge "
-        "whether replicas diverged. Exit 0: all consistent; 1: a partition "
-        "diverged; 2: an input could not be read at all.",
+        "whether replicas diverged, and whether transactions hang, are torn or wrote a "
+        "sequence twice. Exit 0: all consistent; 1: a partition diverged or holds such a "
+        "transaction finding; 2: an input could not be read at all.",
     )
     from reports import cli as reports_cli
 

@@ -17,6 +17,7 @@ from checkers.audit import audit
 from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.history import DURABLE_ACKS, HistoryCheck, check_history
 from checkers.model import TruncationResult, truncate_follower
+from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from checkers.verdict import PartitionVerdict
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.errors import NotReached
@@ -310,11 +311,18 @@ def predict(ctx: RunContext, topic: str, *, leader: int, follower: int) -> Trunc
     return result
 
 
-def judge(ctx: RunContext, topic: str, partition: int = 0) -> PartitionVerdict:
-    """The checker's judgement of the topic's replicas on disk; audit.json keeps it."""
+def judge(
+    ctx: RunContext,
+    topic: str,
+    partition: int = 0,
+    *,
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
+) -> PartitionVerdict:
+    """The checker's judgement of the topic's replicas on disk; audit.json keeps it.
+    `txn_timeout_ms`: the longest transaction timeout the run's producers use."""
     ctx.timeline.phase("check")
     dirs = [d for node in ctx.cluster.brokers.values() for d in node.log_dirs]
-    result = audit(dirs, topic=topic, protocol=ctx.release.protocol)
+    result = audit(dirs, topic=topic, protocol=ctx.release.protocol, txn_timeout_ms=txn_timeout_ms)
     ctx.run.write_audit(result.to_dict())
     for verdict in result.partitions:
         if (verdict.topic, verdict.partition) == (topic, partition):
@@ -419,11 +427,13 @@ def judge_loss(
     *,
     timeout: float = 90,
     since: dict[int, int] | None = None,
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
 ) -> tuple[Symptom, str, dict[str, Any]]:
     """Both verdicts of a loss scenario, once the replicas converged: the history checker's
     (were acknowledged writes lost, against the producer's acknowledgements) and the disk
     audit's (do the replicas hold the same batches). Returns (what the brokers showed, the
-    two verdicts in a sentence, details). `since`: as for converge()."""
+    two verdicts in a sentence, details). `since`: as for converge(); `txn_timeout_ms`: as
+    for judge()."""
     convergence = converge(ctx, topic, replicas, timeout=timeout, since=since)
     if not convergence.converged:
         raise NotReached(
@@ -431,7 +441,7 @@ def judge_loss(
             f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}, "
             f"stuck {convergence.stuck}",
         )
-    verdict = judge(ctx, topic)
+    verdict = judge(ctx, topic, txn_timeout_ms=txn_timeout_ms)
     history = check_history(sends, read_partition(ctx.cluster, topic))
     by_acks = {
         acks: offset_ranges([w.offset for w in history.lost if w.acks == acks])

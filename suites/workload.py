@@ -140,6 +140,10 @@ def read_partition(
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": True,
+            # Everything the log holds up to the high watermark, open transactions and
+            # aborted ones included: librdkafka's default, read_committed, stops at the last
+            # stable offset.
+            "isolation.level": "read_uncommitted",
         }
     )
     try:
@@ -167,6 +171,10 @@ def read_partition(
                 continue
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
+                    # The end reached: the last offsets may hold a transaction marker, which
+                    # no consumer is given.
+                    if msg.offset() >= high:
+                        break
                     continue
                 raise LogforkError(f"reading {topic}-{partition} failed: {msg.error().str()}")
             stamp = msg.timestamp()[1]

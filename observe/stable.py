@@ -1,0 +1,100 @@
+"""What clients of a transactional partition see: its last stable offset beside its high
+watermark, and what a read_committed consumer reads.
+
+The last stable offset (KIP-98) is the first offset of the earliest transaction still open
+on the leader, or the high watermark when none is: a read_committed consumer reads no
+further. ListOffsets for the latest offset answers the one or the other by the request's
+isolation level (ListOffsets v2, KIP-98).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from fixtures.errors import LogforkError
+from fixtures.waiting import wait_until
+
+if TYPE_CHECKING:
+    from fixtures.cluster import Cluster
+
+
+@dataclass(frozen=True)
+class StableOffsets:
+    last_stable: int
+    high_watermark: int
+
+    @property
+    def stuck(self) -> bool:
+        """Whether an open transaction holds read_committed consumers back."""
+        return self.last_stable < self.high_watermark
+
+    def __str__(self) -> str:
+        return f"last stable offset {self.last_stable}, high watermark {self.high_watermark}"
+
+
+def _latest(cluster: Cluster, topic: str, partition: int, level: IsolationLevel) -> int:
+    tp = TopicPartition(topic, partition)
+    # A client of its own: librdkafka sends the leader epoch of its cached metadata, which a
+    # leader elected since refuses (FENCED_LEADER_EPOCH, KIP-320). Held until the answer
+    # comes: a client collected earlier never completes its futures.
+    admin = AdminClient(cluster.client_config())
+    futures = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level,
+                                 request_timeout=10)  # fmt: skip
+    return futures[tp].result(timeout=15).offset
+
+
+def stable_offsets(cluster: Cluster, topic: str, partition: int = 0) -> StableOffsets:
+    """Both ends of the partition as its leader answers them, the stable end first: an
+    answer taken between the two can only make the gap look smaller, never invent one."""
+    lso = _latest(cluster, topic, partition, IsolationLevel.READ_COMMITTED)
+    hw = _latest(cluster, topic, partition, IsolationLevel.READ_UNCOMMITTED)
+    return StableOffsets(lso, hw)
+
+
+def read_committed(
+    cluster: Cluster, topic: str, partition: int = 0, *, timeout: float = 60.0
+) -> list[int]:
+    """The offsets a read_committed consumer reads from the start of the partition until it
+    reaches the end it is allowed to see (librdkafka signals the end of a read_committed
+    partition at the last stable offset)."""
+    consumer = Consumer(
+        {
+            **cluster.client_config(),
+            "group.id": "logfork-read-committed",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+        }
+    )
+    offsets: list[int] = []
+
+    def poll() -> bool:
+        msg = consumer.poll(1.0)
+        if msg is None:
+            return False
+        if msg.error() is None:
+            offsets.append(msg.offset())
+            return False
+        if msg.error().code() == KafkaError._PARTITION_EOF:
+            return True
+        raise LogforkError(f"reading {topic}-{partition} read_committed: {msg.error().str()}")
+
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        wait_until(
+            poll,
+            bool,
+            what=f"a read_committed consumer of {topic}-{partition} to reach its end",
+            timeout=timeout,
+            interval=0,
+            max_interval=0,
+            describe=lambda _: f"{len(offsets)} records read",
+        )
+    finally:
+        consumer.close()
+    return offsets
