@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from checkers.txn_reads import ReadRecord
 from fixtures.errors import LogforkError
 from fixtures.waiting import wait_until
 
@@ -57,8 +58,8 @@ def stable_offsets(cluster: Cluster, topic: str, partition: int = 0) -> StableOf
 
 def read_committed(
     cluster: Cluster, topic: str, partition: int = 0, *, timeout: float = 60.0
-) -> list[int]:
-    """The offsets a read_committed consumer reads from the start of the partition until it
+) -> list[ReadRecord]:
+    """The records a read_committed consumer reads from the start of the partition until it
     reaches the end it is allowed to see (librdkafka signals the end of a read_committed
     partition at the last stable offset)."""
     consumer = Consumer(
@@ -71,14 +72,15 @@ def read_committed(
             "enable.partition.eof": True,
         }
     )
-    offsets: list[int] = []
+    records: list[ReadRecord] = []
 
     def poll() -> bool:
         msg = consumer.poll(1.0)
         if msg is None:
             return False
         if msg.error() is None:
-            offsets.append(msg.offset())
+            key, value = msg.key(), msg.value()
+            records.append(ReadRecord(msg.offset(), key and key.decode(), value and value.decode()))
             return False
         if msg.error().code() == KafkaError._PARTITION_EOF:
             return True
@@ -93,8 +95,8 @@ def read_committed(
             timeout=timeout,
             interval=0,
             max_interval=0,
-            describe=lambda _: f"{len(offsets)} records read",
+            describe=lambda _: f"{len(records)} records read",
         )
     finally:
         consumer.close()
-    return offsets
+    return records

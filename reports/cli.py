@@ -21,6 +21,7 @@ from checkers.audit.render import render
 from checkers.protocol import Protocol
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from fixtures.errors import LogforkError
+from reports.sources import txn_timeout
 from reports.spark import MASTER_ENV
 from runrecord import exits
 
@@ -94,11 +95,11 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--txn-timeout",
         type=int,
-        default=DEFAULT_TXN_TIMEOUT_MS,
         metavar="MS",
         help="an open transaction whose first batch is this much older than its partition's "
-        "newest batch hangs: its coordinator would have aborted it by then (default: "
-        "%(default)s, Kafka's transaction.max.timeout.ms)",
+        "newest batch hangs: its coordinator would have aborted it by then (default: the "
+        "longest transaction timeout the run directories among DIR recorded, else "
+        f"{DEFAULT_TXN_TIMEOUT_MS}, Kafka's transaction.max.timeout.ms)",
     )
     parser.add_argument(
         "--protocol",
@@ -145,7 +146,7 @@ def run_audit(args: argparse.Namespace) -> int:
                 topic=args.topic,
                 protocol=protocol,
                 compacted=args.compacted,
-                txn_timeout_ms=args.txn_timeout,
+                txn_timeout_ms=txn_timeout(args.dirs, args.txn_timeout),
             )
         else:
             from reports.outputs import as_location

@@ -125,10 +125,27 @@ def unique_key(name: str, taken: set[str]) -> str:
     return key
 
 
+def txn_timeout(dirs: Sequence[Path | str], given: int | None = None) -> int:
+    """How old an open transaction must be to hang, for an audit of `dirs`: `given`, else
+    the longest that the run directories among them recorded, else Kafka's maximum."""
+    if given is not None:
+        return given
+    recorded = []
+    for d in dirs:
+        path = None if is_remote(d) else Path(local_path(d))
+        if path is not None and is_run_dir(path):
+            try:
+                recorded.append(RunDir(path).run_info().txn_timeout_ms)
+            except RunRecordError:
+                continue  # the audit itself says what is wrong with it
+    return max((t for t in recorded if t is not None), default=DEFAULT_TXN_TIMEOUT_MS)
+
+
 def run_source(run_dir: Path, key: str, *, protocol: Protocol | None = None) -> RunSource:
     """A scenario run: its run record and its nodes' log dirs."""
     artifacts = RunArtifacts.read(RunDir(run_dir))
-    source = RunSource(key, run_dir, plan_audit([run_dir]), artifacts=artifacts, tables_beside=True)
+    plan = plan_audit([run_dir], txn_timeout_ms=txn_timeout([run_dir]))
+    source = RunSource(key, run_dir, plan, artifacts=artifacts, tables_beside=True)
     source.protocol = protocol or release_protocol(source.release)
     return source
 
@@ -155,10 +172,11 @@ def audit_source(
     protocol: Protocol = Protocol.KIP_279,
     topic: str | None = None,
     compacted: Sequence[str] = (),
-    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
+    txn_timeout_ms: int | None = None,
 ) -> RunSource:
     """An audit of log dirs (and run directories, which expand to their nodes' log dirs).
-    A single run directory also brings its run record, so its report has the timeline."""
+    A single run directory also brings its run record, so its report has the timeline.
+    `txn_timeout_ms`: as `txn_timeout` takes it."""
     first = None if len(dirs) != 1 or is_remote(dirs[0]) else Path(local_path(dirs[0]))
     run_dir = first if first is not None and is_run_dir(first) else None
     artifacts = RunArtifacts()
@@ -167,5 +185,5 @@ def audit_source(
             artifacts = RunArtifacts.read(RunDir(run_dir))
         except RunRecordError as exc:
             artifacts.problems.append(str(exc))
-    plan = plan_audit(dirs, topic, compacted, txn_timeout_ms)
+    plan = plan_audit(dirs, topic, compacted, txn_timeout(dirs, txn_timeout_ms))
     return RunSource(key, run_dir, plan, protocol, artifacts)

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 # acks settings under which an acknowledged write promises to survive a leader's failure
 DURABLE_ACKS = ("all", "-1")
-COMMITTED, ABORTED = "committed", "aborted"  # how a transactional write's transaction ended
+# How a transactional write's transaction ended; IN_DOUBT: its producer never learned (the
+# commit or abort raised), so it must be all or nothing.
+COMMITTED, ABORTED, IN_DOUBT = "committed", "aborted", "in-doubt"
 
 
 @dataclass
@@ -22,7 +24,8 @@ class Send:
     offset: int | None = None
     error: str | None = None
     broker: int | None = None  # the broker the producer sent to (its believed leader)
-    transaction: str | None = None  # COMMITTED or ABORTED: a transactional write, once ended
+    transaction: str | None = None  # COMMITTED, ABORTED or IN_DOUBT: a transactional write
+    txn: str | None = None  # which transaction: "<transactional.id>#<n>"
 
     @property
     def ok(self) -> bool:

@@ -41,6 +41,9 @@ class RunInfo:
     as_expected: bool | None = None
     boot: BootInfo | None = None
     power_model: str = "cut"  # how its power losses lost data (fixtures.disks)
+    # The longest transaction.timeout.ms its producers used: the audit of its log dirs ages
+    # open transactions against it (checkers.transactions).
+    txn_timeout_ms: int | None = None
 
 
 @dataclass

@@ -154,6 +154,9 @@ class Scenario:
     # How its power losses lose data (fixtures.disks.POWER_MODELS): the first is the
     # default, the others what `--power-model` may choose.
     power_models: tuple[str, ...] = (CUT,)
+    # The longest transaction.timeout.ms its transactional producers use; recorded in
+    # run.json, so that an audit of its log dirs judges hanging transactions by it.
+    txn_timeout_ms: int | None = None
 
     def __post_init__(self) -> None:
         if (self.fixed_in is not None or self.unfixed) and self.symptom is None:
@@ -316,6 +319,7 @@ def run(
         jira=scenario.jira,
         fixed_in=scenario.fixed_in,
         power_model=spec.power_model,
+        txn_timeout_ms=scenario.txn_timeout_ms,
     )
     record.write_run(info)
     timeline.phase("boot")

@@ -29,8 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Producer
-
+from checkers.txn_reads import PartitionRead, check_txn_reads
 from faults import elections, process
 from fixtures.cluster import ClusterSpec
 from fixtures.waiting import WaitTimeout, wait_until
@@ -41,7 +40,7 @@ from runrecord.history import COMMITTED, Send
 from runrecord.outcome import CONSISTENT, HANGING, LOST, Symptom
 from suites import steps
 from suites.scenario import Finding, RunContext, Scenario, ScenarioError, Topic
-from suites.workload import delivery
+from suites.transactional import TransactionalProducer
 
 TOPIC, PROBE = "kafka20716", "kafka20716-probe"
 TXN_ID = "logfork-kafka-20716"
@@ -82,32 +81,21 @@ class Seen:
         return self.offsets.stuck
 
 
-def _transaction(ctx: RunContext) -> tuple[Producer, list[Send]]:
+def _transaction(ctx: RunContext) -> tuple[TransactionalProducer, list[Send]]:
     """T, written in one transaction and acknowledged by both replicas; not committed yet."""
-    producer = Producer(
-        {
-            **ctx.cluster.client_config(),
-            "transactional.id": TXN_ID,
-            "transaction.timeout.ms": TXN_TIMEOUT_MS,
-        }
-    )
-    producer.init_transactions(60)
-    producer.begin_transaction()
-    sends = []
+    producer = TransactionalProducer(ctx.cluster, ctx.history, TXN_ID, timeout_ms=TXN_TIMEOUT_MS)
+    producer.begin()
     for n in range(T[1] - T[0] + 1):
-        send = Send(TOPIC, f"t{n}", f"txn-{n}", "all", time.time(), transaction=COMMITTED)
-        producer.produce(TOPIC, send.value, send.key, partition=0,
-                         on_delivery=delivery(ctx.history, send))  # fmt: skip
-        sends.append(send)
-    producer.flush(60)
+        producer.send(TOPIC, 0, f"t{n}", f"txn-{n}")
+    sends = producer.flush()
     offsets = [s.offset for s in sends]
     ctx.expect(offsets == list(range(T[0], T[1] + 1)), f"1: T acknowledged at {T}", offsets)
     return producer, sends
 
 
-def _commit_on_b_alone(ctx: RunContext, producer: Producer) -> None:
+def _commit_on_b_alone(ctx: RunContext, producer: TransactionalProducer) -> None:
     """2: the commit's marker on B, the whole ISR; then a later transaction committed."""
-    producer.commit_transaction(60)
+    ctx.expect(producer.commit() == COMMITTED, "2: T committed", producer.label)
     want = [S0, T, (MARKER, MARKER)]
     try:
         # From KIP-98 the EndTxn answer comes once the coordinator logged PrepareCommit; the
@@ -123,9 +111,9 @@ def _commit_on_b_alone(ctx: RunContext, producer: Producer) -> None:
         ctx.expect(False, exc.what, exc.last)
     # The coordinator refuses the next transaction's partitions (CONCURRENT_TRANSACTIONS)
     # until the first is CompleteCommit, after every marker was acknowledged.
-    producer.begin_transaction()
-    producer.produce(PROBE, b"probe", b"probe", partition=0)
-    producer.commit_transaction(60)
+    producer.begin()
+    producer.send(PROBE, 0, "probe", "probe")
+    ctx.expect(producer.commit() == COMMITTED, "2: a later transaction committed", producer.label)
     ctx.timeline.record("note", "coordinator-done", transactional_id=TXN_ID)
 
 
@@ -211,7 +199,11 @@ def body(ctx: RunContext) -> Finding:
     s1 = steps.produce_batch(ctx, TOPIC, BATCH, to=C, acks="all")
     sends += s1
     offsets = stable_offsets(cluster, TOPIC)
-    reads = read_committed(cluster, TOPIC)
+    records = read_committed(cluster, TOPIC)
+    reads = [r.offset for r in records]
+    read_check = check_txn_reads(
+        ctx.history.sends, {(TOPIC, 0): PartitionRead(records, offsets.last_stable)}
+    )
     observed, verdicts, details = steps.judge_loss(
         ctx, TOPIC, sends + txn, [B, C], txn_timeout_ms=TXN_TIMEOUT_MS
     )
@@ -224,8 +216,9 @@ def body(ctx: RunContext) -> Finding:
         "stable_offsets_before_s1": str(before_s1),
         "stable_offsets": str(offsets),
         "read_committed": steps.offset_ranges(reads),
+        "read_committed_check": read_check.to_dict(),
         "conformance": [vars(r) for r in conformance.statements],
-        "audit_command": f"logfork audit --txn-timeout {TXN_TIMEOUT_MS} {ctx.run_dir}",
+        "audit_command": f"logfork audit {ctx.run_dir}",
     }
     if observed.kind == LOST:
         return Finding(observed, f"acknowledged writes lost: {verdicts}", details)
@@ -260,4 +253,5 @@ SCENARIO = Scenario(
     min_release="0.11.0",
     min_release_reason="needs transactions (KIP-98, 0.11.0)",
     symptom=Symptom(HANGING, offset=T[0], replicas=[B, C]),
+    txn_timeout_ms=TXN_TIMEOUT_MS,
 )
