@@ -27,6 +27,7 @@ from itertools import pairwise
 from typing import Any
 
 from runrecord.history import ABORTED, COMMITTED
+from runrecord.outcome import ABORTED_READ, TORN_TRANSACTION
 
 TopicPartition = tuple[str, int]
 
@@ -57,7 +58,8 @@ class Anomaly:
     detail: str
 
 
-ABORTED_READ, LOST_WRITE, TORN = "aborted-read", "lost-write", "torn-transaction"
+LOST_WRITE = "lost-write"
+TORN = TORN_TRANSACTION
 PAST_STABLE, OUT_OF_ORDER = "read-past-stable-offset", "out-of-order"
 KINDS = (ABORTED_READ, LOST_WRITE, TORN, PAST_STABLE, OUT_OF_ORDER)
 

@@ -14,6 +14,7 @@ the filter added.
 from __future__ import annotations
 
 import secrets
+import subprocess
 from dataclasses import dataclass, field
 
 from faults.network import (
@@ -25,6 +26,7 @@ from faults.network import (
     reachable,
 )
 from fixtures.cluster import Cluster
+from fixtures.config import EXTERNAL_PORT
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
@@ -34,6 +36,7 @@ from fixtures.waiting import WaitTimeout, wait_until
 # second the TCP header; a segment without payload never matches.
 U32_API_KEY = "0>>22&0x3C@ 12>>26&0x3C@ 4>>16={:#x}"
 ALTER_PARTITION = 56  # AlterIsr before 3.2 (KIP-497), AlterPartition since (KIP-841)
+END_TXN = 26  # a transactional producer's commit or abort, to its coordinator (KIP-98)
 ASSIGN_REPLICAS_TO_DIRS = 73  # KIP-858: a broker reports which log dir holds a replica
 
 
@@ -44,6 +47,8 @@ class Filter:
     peer: Node | None  # a node the filter must not cut `node` off from (None: no probe)
     match: list[str]  # the rule without its comment and target
     what: str
+    # Rules (with their targets) evaluated before the drop, to mark what it drops
+    marks: list[list[str]] = field(default_factory=list)
     rules: list[list[str]] = field(default_factory=list)
     tag: str = field(default_factory=lambda: f"{RULE_COMMENT}-filter-{secrets.token_hex(3)}")
     healed: bool = False
@@ -53,7 +58,8 @@ class Filter:
 
     def inject(self) -> Filter:
         spec = [*self.match, "-m", "comment", "--comment", self.tag, "-j", "DROP"]
-        self.rules = insert_rules(self.node, [spec])
+        # Each insert goes first in its chain: the marks end up before the drop.
+        self.rules = insert_rules(self.node, [spec, *self.marks])
         self._incarnation = self.node.started_at()
         # A filter is not a cut: the two nodes must still reach each other.
         peer = self.peer
@@ -158,3 +164,49 @@ def drop_large(cluster: Cluster, node: Node, from_: Node, at_least: int) -> Filt
     match += ["--length", f"{at_least}:65535"]
     what = f"packets of {at_least}+ bytes from {from_.name} to {node.name} dropped"
     return Filter(cluster, node, from_, match, what).inject()
+
+
+def hold_first_client_request(cluster: Cluster, node: Node, api_key: int, name: str) -> Filter:
+    """Hold the first request of one API that a client outside the cluster sends `node`,
+    and everything after it on that connection; the client's retry, on a new connection,
+    passes. Once healed, the held request arrives late, as it was sent: the host keeps
+    retransmitting it after the client gave up on its connection (the engine's userland
+    proxy holds the other end; `await_held_delivered` proves it).
+
+    The first packet of that API is marked by its connection (an nth statistic that
+    matches once), and the drop takes the marked connection's packets."""
+    mark = f"{0x17540000 | secrets.randbelow(0xFFFF):#x}"
+    port = ["-p", "tcp", "--dport", str(EXTERNAL_PORT)]
+    once = ["-m", "statistic", "--mode", "nth", "--every", "1000000000", "--packet", "0"]
+    first = ["-m", "u32", "--u32", U32_API_KEY.format(api_key), *once]
+    marking = [
+        "INPUT", *port, *first, "-m", "comment", "--comment", f"{RULE_COMMENT}-mark-{mark}",
+        "-j", "CONNMARK", "--set-mark", mark,
+    ]  # fmt: skip
+    what = f"a client's first {name} request to {node.name} held, with its connection"
+    match = ["INPUT", *port, "-m", "connmark", "--mark", mark]
+    return Filter(cluster, node, None, match, what, marks=[marking]).inject()
+
+
+def held_in_flight(node: Node) -> int:
+    """Bytes the host still holds unacknowledged, on connections closed on its side, for
+    `node`'s client listener (`ss`, state FIN-WAIT-1): a held request whose sender gave up
+    on it, not yet delivered. The engine's userland proxy connects to the node's address;
+    without it (NAT) the client's own socket is to the published port."""
+    total = 0
+    for dst in (f"{node.address}:{EXTERNAL_PORT}", f"127.0.0.1:{node.published[EXTERNAL_PORT]}"):
+        out = subprocess.run(
+            ["ss", "-Htn", "state", "fin-wait-1", "dst", dst],
+            capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        total += sum(int(line.split()[1]) for line in out.splitlines() if line.split())  # Send-Q
+    return total
+
+
+def await_held_delivered(filt: Filter, what: str, *, timeout: float = 60.0) -> None:
+    """After `filt` healed: wait until nothing the host held for its node is left
+    unacknowledged, so that the late request has reached the node's process."""
+    try:
+        wait_until(lambda: held_in_flight(filt.node), lambda n: n == 0, what=what, timeout=timeout)
+    except WaitTimeout as exc:
+        raise NotReached(what, f"{exc.last} bytes still in flight") from None

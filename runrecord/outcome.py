@@ -37,7 +37,14 @@ FENCED_LEADER = "fenced-leader"  # KRaft: the controller elected a fenced broker
 # A transaction left open for good: its data has no marker, so the last stable offset stays
 # at its first offset and read_committed consumers stop there (KAFKA-20716).
 HANGING = "hanging-transaction"
-SYMPTOM_KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING)
+# What read_committed consumers saw of a transaction (checkers.txn_reads): part of one that
+# committed, or a record of one that aborted (KAFKA-17754).
+TORN_TRANSACTION = "torn-transaction"
+ABORTED_READ = "aborted-read"
+SYMPTOM_KINDS = (
+    CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING,
+    TORN_TRANSACTION, ABORTED_READ,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
