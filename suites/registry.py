@@ -41,6 +41,7 @@ SCENARIOS: dict[str, Scenario] = {
         kafka_7128.SCENARIO,
         kafka_16541.SCENARIO,
         kafka_17754.SCENARIO,
+        kafka_17754.JAVA_CLIENT,
         kafka_20716.SCENARIO,
         clean_shutdown_marker.SCENARIO,
         kip_359.SCENARIO,

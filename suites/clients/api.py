@@ -1,0 +1,24 @@
+"""What a transactional client does for `suites.transactional.TransactionalProducer`,
+whichever library speaks to the brokers."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from fixtures.errors import LogforkError
+
+# A write's result once flushed: its offset, or its error.
+Result = tuple[int | None, str | None]
+
+
+class TxnFailed(LogforkError):
+    """The client's commit or abort raised: the transaction's outcome is unknown to it."""
+
+
+class TxnClient(Protocol):
+    def begin(self) -> None: ...
+    def send(self, topic: str, partition: int, key: str, value: str) -> None: ...
+    def flush(self, timeout: float) -> list[Result]: ...  # the sends since the last flush
+    def commit(self, timeout: float) -> None: ...
+    def abort(self, timeout: float) -> None: ...
+    def close(self) -> None: ...

@@ -1,0 +1,53 @@
+"""librdkafka (confluent-kafka), logfork's own client, as a transactional client. It speaks
+transactions v1 only: EndTxn v1, the same producer epoch from one transaction to the next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from fixtures.errors import LogforkError
+from suites.clients.api import Result, TxnFailed
+
+
+class LibrdkafkaClient:
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self._producer = Producer(conf)
+        self._results: list[list[Any]] = []
+        self._producer.init_transactions(60)
+
+    def begin(self) -> None:
+        self._producer.begin_transaction()
+
+    def send(self, topic: str, partition: int, key: str, value: str) -> None:
+        result: list[Any] = [None, None]
+
+        def report(err: Any, msg: Any) -> None:
+            result[:] = [None, err.str()] if err is not None else [msg.offset(), None]
+
+        self._producer.produce(topic, value.encode(), key.encode(), partition=partition,
+                               on_delivery=report)  # fmt: skip
+        self._results.append(result)
+
+    def flush(self, timeout: float) -> list[Result]:
+        left = self._producer.flush(timeout)
+        if left:
+            raise LogforkError(f"{left} writes neither acknowledged nor failed in {timeout}s")
+        done, self._results = self._results, []
+        return [(r[0], r[1]) for r in done]
+
+    def _end(self, how: Any, timeout: float) -> None:
+        try:
+            how(timeout)
+        except KafkaException as exc:
+            raise TxnFailed(str(exc)) from None
+
+    def commit(self, timeout: float) -> None:
+        self._end(self._producer.commit_transaction, timeout)
+
+    def abort(self, timeout: float) -> None:
+        self._end(self._producer.abort_transaction, timeout)
+
+    def close(self) -> None:
+        self._producer.flush(0)
