@@ -54,6 +54,8 @@ def metadata_log(controllers: list[Node], node: Node | None = None) -> MetadataL
 
 
 ELR_FEATURE = "eligible.leader.replicas.version"  # KIP-966: 1 = ELR on (4.0+)
+# KIP-890: 2 = transactions v2 (new 4.0+ clusters), for the clients that ask for it
+TRANSACTION_VERSION = "transaction.version"
 
 
 def feature_level(controllers: list[Node], name: str) -> int:

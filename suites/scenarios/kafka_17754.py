@@ -38,7 +38,7 @@ from checkers.txn_reads import TORN, PartitionRead, TxnReadCheck, check_txn_read
 from faults import filters
 from fixtures.cluster import ClusterSpec
 from fixtures.waiting import WaitTimeout, wait_until
-from observe.kraft import feature_level
+from observe.kraft import TRANSACTION_VERSION, feature_level
 from observe.replicas import replica, spans
 from observe.stable import read_committed, stable_offsets
 from runrecord.conformance import CONFORMS, VIOLATED, Conformance, Statement
@@ -51,7 +51,6 @@ from suites.transactional import JAVA, LIBRDKAFKA, TransactionalProducer
 TOPIC = "kafka17754"
 TXN_ID = "logfork-kafka-17754"
 TXN_TIMEOUT_MS = 60_000  # far longer than the hold: no timeout ends a transaction here
-TRANSACTION_VERSION = "transaction.version"  # KIP-890's feature
 SOCKET_TIMEOUT_MS = 3000  # how soon librdkafka gives up on the held connection and retries
 UNFIXED = (
     "librdkafka speaks transactions v1 only (EndTxn v1); KIP-890's fix, transactions v2, "
