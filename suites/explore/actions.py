@@ -40,6 +40,9 @@ from suites.explore.settle import settle
 from suites.scenario import RunContext
 from suites.steps import check_landed, write_batch
 
+# The controller's answers to a preferred election whose preconditions no longer held.
+_LOST_RACE = ("PREFERRED_LEADER_NOT_AVAILABLE", "ELECTION_NOT_NEEDED")
+
 # An acks=all write the ISR does not complete is answered with a timeout after
 # Produce.REQUEST_TIMEOUT (the model lets that time pass too); a write is not retried by a
 # timeout, so one step is one batch (a re-send after NOT_LEADER_FOR_PARTITION makes the step
@@ -385,7 +388,20 @@ class Live:
             raise Skip(f"preferred replica {preferred} is not in the ISR {list(view.isr)}")
         if self.cluster.mode == "zk" and view.controller is None:
             raise Skip("no controller")
-        elections.elect_preferred(self.cluster, self.topic)
+        try:
+            elections.elect_preferred(self.cluster, self.topic)
+        except NotReached as exc:
+            # The precondition held when looked at, and no longer when the controller acted:
+            # a held-back follower left the ISR meanwhile, or another election made it leader
+            # (the controller's PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED). Nothing
+            # was elected, so nothing happened: the step is skipped, with what was seen.
+            if not any(code in str(exc) for code in _LOST_RACE):
+                raise
+            now = self.view()
+            if preferred in now.isr and self.registered(preferred) and now.leader != preferred:
+                raise
+            seen = f"leader {now.leader}, ISR {list(now.isr)}"
+            raise Skip(f"the controller elected no one ({exc}); by then {seen}") from None
         return {"leader": preferred}, 0.0
 
     def _do_electunclean(self, step: kinds.ElectUnclean) -> tuple[dict[str, Any], float]:
