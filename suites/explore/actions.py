@@ -18,7 +18,7 @@ from typing import Any
 from kazoo.exceptions import NoNodeError
 
 from checkers.simulate import Simulator
-from faults import elections, network, process, replication, session
+from faults import network, process, replication, session
 from fixtures.config import zookeeper_config
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
@@ -32,6 +32,7 @@ from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
 from suites.broker_logs import log_mark, shutdown_backoffs
+from suites.explore import elect_steps
 from suites.explore.alter_partition import Holds
 from suites.explore.fast_restart import fast_restart
 from suites.explore.power_cuts import PowerCut, cut_power
@@ -39,9 +40,6 @@ from suites.explore.quorum import majority_up, quorum_fault
 from suites.explore.settle import settle
 from suites.scenario import RunContext
 from suites.steps import check_landed, write_batch
-
-# The controller's answers to a preferred election whose preconditions no longer held.
-_LOST_RACE = ("PREFERRED_LEADER_NOT_AVAILABLE", "ELECTION_NOT_NEEDED")
 
 # An acks=all write the ISR does not complete is answered with a timeout after
 # Produce.REQUEST_TIMEOUT (the model lets that time pass too); a write is not retried by a
@@ -378,52 +376,10 @@ class Live:
         return {"broker": b}, self._session_wait(b, since)
 
     def _do_electpreferred(self, step: kinds.ElectPreferred) -> tuple[dict[str, Any], float]:
-        view = self.view()
-        preferred = self.assignment[0]
-        if view.leader == preferred:
-            raise Skip(f"preferred replica {preferred} already leads")
-        if not self.registered(preferred):
-            raise Skip(self.describe(preferred))
-        if preferred not in view.isr:
-            raise Skip(f"preferred replica {preferred} is not in the ISR {list(view.isr)}")
-        if self.cluster.mode == "zk" and view.controller is None:
-            raise Skip("no controller")
-        try:
-            elections.elect_preferred(self.cluster, self.topic)
-        except NotReached as exc:
-            # The precondition held when looked at, and no longer when the controller acted:
-            # a held-back follower left the ISR meanwhile, or another election made it leader
-            # (the controller's PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED). Nothing
-            # was elected, so nothing happened: the step is skipped, with what was seen.
-            if not any(code in str(exc) for code in _LOST_RACE):
-                raise
-            now = self.view()
-            if preferred in now.isr and self.registered(preferred) and now.leader != preferred:
-                raise
-            seen = f"leader {now.leader}, ISR {list(now.isr)}"
-            raise Skip(f"the controller elected no one ({exc}); by then {seen}") from None
-        return {"leader": preferred}, 0.0
+        return elect_steps.preferred(self)
 
     def _do_electunclean(self, step: kinds.ElectUnclean) -> tuple[dict[str, Any], float]:
-        view = self.view()
-        live_isr = [b for b in view.isr if self.registered(b)]
-        if live_isr:
-            raise Skip(f"ISR member(s) {live_isr} alive: that would be a clean election")
-
-        def ok(b: Any) -> str | None:
-            if b not in self.assignment:
-                return f"broker {b} holds no replica"
-            if b in view.isr:
-                return f"broker {b} is in the ISR {list(view.isr)}"
-            if not self.registered(b):
-                return self.describe(b)
-            return None
-
-        b = roles.pick(step.target, view, ok, "elect")
-        # The schedule's topic enables unclean elections (the loader refuses the step
-        # otherwise): only the controller has to look at the partition again.
-        elections.elect_unclean(self.cluster, self.topic, to=b, enabled=True)
-        return {"leader": b}, 0.0
+        return elect_steps.unclean(self, step)
 
     def _do_kill(self, step: kinds.Kill) -> tuple[dict[str, Any], float]:
         view = self.view()

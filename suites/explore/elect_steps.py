@@ -1,0 +1,80 @@
+"""The election steps of a schedule: each checks its precondition first and is skipped,
+saying what it saw, where the precondition does not hold."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from faults import elections
+from fixtures.cluster import Cluster
+from fixtures.errors import NotReached
+from runrecord import schedule_roles as roles
+from runrecord import schedule_steps as kinds
+from runrecord.schedule_roles import Skip, View
+
+# The controller's answers to a preferred election whose preconditions no longer held.
+_LOST_RACE = ("PREFERRED_LEADER_NOT_AVAILABLE", "ELECTION_NOT_NEEDED")
+
+
+class Runner(Protocol):
+    """What of a schedule's runner (`suites.explore.actions`) the elections use."""
+
+    cluster: Cluster
+    topic: str
+    assignment: list[int]
+
+    def view(self) -> View: ...
+    def registered(self, broker: int) -> bool: ...
+    def describe(self, broker: int) -> str: ...
+
+
+def preferred(run: Runner) -> tuple[dict[str, Any], float]:
+    """Move leadership to the preferred replica, where it is in the ISR and does not lead."""
+    view = run.view()
+    preferred = run.assignment[0]
+    if view.leader == preferred:
+        raise Skip(f"preferred replica {preferred} already leads")
+    if not run.registered(preferred):
+        raise Skip(run.describe(preferred))
+    if preferred not in view.isr:
+        raise Skip(f"preferred replica {preferred} is not in the ISR {list(view.isr)}")
+    if run.cluster.mode == "zk" and view.controller is None:
+        raise Skip("no controller")
+    try:
+        elections.elect_preferred(run.cluster, run.topic)
+    except NotReached as exc:
+        # The precondition held when looked at, and no longer when the controller acted:
+        # a held-back follower left the ISR meanwhile, or another election made it leader
+        # (the controller's PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED). Nothing
+        # was elected, so nothing happened: the step is skipped, with what was seen.
+        if not any(code in str(exc) for code in _LOST_RACE):
+            raise
+        now = run.view()
+        if preferred in now.isr and run.registered(preferred) and now.leader != preferred:
+            raise
+        seen = f"leader {now.leader}, ISR {list(now.isr)}"
+        raise Skip(f"the controller elected no one ({exc}); by then {seen}") from None
+    return {"leader": preferred}, 0.0
+
+
+def unclean(run: Runner, step: kinds.ElectUnclean) -> tuple[dict[str, Any], float]:
+    """Elect an out-of-sync replica the step names, while no ISR member is alive."""
+    view = run.view()
+    live_isr = [b for b in view.isr if run.registered(b)]
+    if live_isr:
+        raise Skip(f"ISR member(s) {live_isr} alive: that would be a clean election")
+
+    def ok(b: Any) -> str | None:
+        if b not in run.assignment:
+            return f"broker {b} holds no replica"
+        if b in view.isr:
+            return f"broker {b} is in the ISR {list(view.isr)}"
+        if not run.registered(b):
+            return run.describe(b)
+        return None
+
+    b = roles.pick(step.target, view, ok, "elect")
+    # The schedule's topic enables unclean elections (the loader refuses the step
+    # otherwise): only the controller has to look at the partition again.
+    elections.elect_unclean(run.cluster, run.topic, to=b, enabled=True)
+    return {"leader": b}, 0.0
