@@ -37,12 +37,7 @@ class StableOffsets:
         return f"last stable offset {self.last_stable}, high watermark {self.high_watermark}"
 
 
-def _latest(cluster: Cluster, topic: str, partition: int, level: IsolationLevel) -> int:
-    tp = TopicPartition(topic, partition)
-    # A client of its own: librdkafka sends the leader epoch of its cached metadata, which a
-    # leader elected since refuses (FENCED_LEADER_EPOCH, KIP-320). Held until the answer
-    # comes: a client collected earlier never completes its futures.
-    admin = AdminClient(cluster.client_config())
+def _latest(admin: AdminClient, tp: TopicPartition, level: IsolationLevel) -> int:
     futures = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level,
                                  request_timeout=10)  # fmt: skip
     return futures[tp].result(timeout=15).offset
@@ -51,8 +46,13 @@ def _latest(cluster: Cluster, topic: str, partition: int, level: IsolationLevel)
 def stable_offsets(cluster: Cluster, topic: str, partition: int = 0) -> StableOffsets:
     """Both ends of the partition as its leader answers them, the stable end first: an
     answer taken between the two can only make the gap look smaller, never invent one."""
-    lso = _latest(cluster, topic, partition, IsolationLevel.READ_COMMITTED)
-    hw = _latest(cluster, topic, partition, IsolationLevel.READ_UNCOMMITTED)
+    tp = TopicPartition(topic, partition)
+    # A client of its own: librdkafka sends the leader epoch of its cached metadata, which a
+    # leader elected since refuses (FENCED_LEADER_EPOCH, KIP-320). Held until the answers
+    # come: a client collected earlier never completes its futures.
+    admin = AdminClient(cluster.client_config())
+    lso = _latest(admin, tp, IsolationLevel.READ_COMMITTED)
+    hw = _latest(admin, tp, IsolationLevel.READ_UNCOMMITTED)
     return StableOffsets(lso, hw)
 
 

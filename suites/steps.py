@@ -320,17 +320,29 @@ def judge(
 ) -> PartitionVerdict:
     """The checker's judgement of the topic's replicas on disk; audit.json keeps it.
     `txn_timeout_ms`: the longest transaction timeout the run's producers use."""
+    return judge_partitions(ctx, topic, [partition], txn_timeout_ms=txn_timeout_ms)[0]
+
+
+def judge_partitions(
+    ctx: RunContext,
+    topic: str,
+    partitions: list[int],
+    *,
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
+) -> list[PartitionVerdict]:
+    """`judge` for several partitions of the topic, from one audit of its log dirs."""
     ctx.timeline.phase("check")
     dirs = [d for node in ctx.cluster.brokers.values() for d in node.log_dirs]
     result = audit(dirs, topic=topic, protocol=ctx.release.protocol, txn_timeout_ms=txn_timeout_ms)
     ctx.run.write_audit(result.to_dict())
-    for verdict in result.partitions:
-        if (verdict.topic, verdict.partition) == (topic, partition):
-            return verdict
-    raise NotReached(
-        f"the checker reading {topic}-{partition} on disk",
-        f"no replica found; errors: {[str(e.error) for e in result.errors]}",
-    )
+    found = {v.partition: v for v in result.partitions if v.topic == topic}
+    missing = [p for p in partitions if p not in found]
+    if missing:
+        raise NotReached(
+            f"the checker reading {topic}-{missing[0]} on disk",
+            f"no replica found; errors: {[str(e.error) for e in result.errors]}",
+        )
+    return [found[p] for p in partitions]
 
 
 def model_vs_brokers(

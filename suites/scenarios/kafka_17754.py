@@ -167,7 +167,7 @@ def _body(ctx: RunContext, producer: TransactionalProducer) -> Finding:
     _write(ctx, producer, 1, "c")
     outcome = producer.commit()
     check, seen = _reads(ctx)
-    verdicts = [steps.judge(ctx, TOPIC, p) for p in (0, 1)]
+    verdicts = steps.judge_partitions(ctx, TOPIC, [0, 1])
     disk = [v for v in verdicts if v.status == "diverged" or v.transactions.found]
     details = {
         "roles": vars(roles),
