@@ -21,7 +21,7 @@ from checkers.audit.render import render
 from checkers.protocol import Protocol
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from fixtures.errors import LogforkError
-from reports.sources import txn_timeout
+from reports.sources import txn_reference, txn_timeout
 from reports.spark import MASTER_ENV
 from runrecord import exits
 
@@ -147,6 +147,7 @@ def run_audit(args: argparse.Namespace) -> int:
                 protocol=protocol,
                 compacted=args.compacted,
                 txn_timeout_ms=txn_timeout(args.dirs, args.txn_timeout),
+                txn_reference_ms=txn_reference(args.dirs),
             )
         else:
             from reports.outputs import as_location

@@ -37,6 +37,7 @@ class JudgeConfig:
     leaders: dict[tuple[str, str, int], int] = field(default_factory=dict)
     compacted: dict[tuple[str, str], str] = field(default_factory=dict)  # (run, topic) -> why
     txn_timeouts: dict[str, int] = field(default_factory=dict)  # run -> ms (`decide.Known`)
+    txn_references: dict[str, int | None] = field(default_factory=dict)  # run -> ms, likewise
     brief_runs: frozenset[str] = frozenset()  # runs with more than DETAILED_UP_TO partitions
 
 

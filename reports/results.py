@@ -81,6 +81,7 @@ def judge_config(sources: Sequence[RunSource], known: dict[str, decide.Known]) -
             (s.key, topic): why for s in sources for topic, why in known[s.key].compacted.items()
         },
         txn_timeouts={s.key: known[s.key].txn_timeout_ms for s in sources},
+        txn_references={s.key: known[s.key].txn_reference_ms for s in sources},
         brief_runs=frozenset(
             s.key for s in sources if len(s.plan.judged_partitions()) > DETAILED_UP_TO
         ),

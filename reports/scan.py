@@ -146,8 +146,11 @@ def judge_bucket(
         summaries, judged = read_replicas(read, writer.add)
         leader = config.leaders.get((run, *tp))
         compacted = config.compacted.get((run, tp[0]))
-        timeout = config.txn_timeouts.get(run, DEFAULT_TXN_TIMEOUT_MS)
-        verdict = decide.judge(judged, leader, protocol, compacted, timeout) if judged else None
+        ages = (
+            config.txn_timeouts.get(run, DEFAULT_TXN_TIMEOUT_MS),
+            config.txn_references.get(run),
+        )
+        verdict = decide.judge(judged, leader, protocol, compacted, *ages) if judged else None
         done = partition_row(config, run, tp, summaries, judged, verdict, sent.get(tp, []))
         del judged  # the replicas go before the next partition is read
         out.append(

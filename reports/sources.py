@@ -125,26 +125,48 @@ def unique_key(name: str, taken: set[str]) -> str:
     return key
 
 
+def _run_infos(dirs: Sequence[Path | str]) -> list[RunInfo]:
+    """The run records of the run directories among `dirs`."""
+    out = []
+    for d in dirs:
+        path = None if is_remote(d) else Path(local_path(d))
+        if path is not None and is_run_dir(path):
+            try:
+                out.append(RunDir(path).run_info())
+            except RunRecordError:
+                continue  # the audit itself says what is wrong with it
+    return out
+
+
 def txn_timeout(dirs: Sequence[Path | str], given: int | None = None) -> int:
     """How old an open transaction must be to hang, for an audit of `dirs`: `given`, else
     the longest that the run directories among them recorded, else Kafka's maximum."""
     if given is not None:
         return given
-    recorded = []
-    for d in dirs:
-        path = None if is_remote(d) else Path(local_path(d))
-        if path is not None and is_run_dir(path):
-            try:
-                recorded.append(RunDir(path).run_info().txn_timeout_ms)
-            except RunRecordError:
-                continue  # the audit itself says what is wrong with it
-    return max((t for t in recorded if t is not None), default=DEFAULT_TXN_TIMEOUT_MS)
+    recorded = [i.txn_timeout_ms for i in _run_infos(dirs) if i.txn_timeout_ms is not None]
+    return max(recorded, default=DEFAULT_TXN_TIMEOUT_MS)
+
+
+def txn_reference(dirs: Sequence[Path | str]) -> int | None:
+    """What open transactions are aged against: the latest time a run directory among `dirs`
+    recorded judging its transactions, else None (each partition's newest write)."""
+    recorded = [i.txns_judged_ms for i in _run_infos(dirs) if i.txns_judged_ms is not None]
+    return max(recorded, default=None)
+
+
+def _plan(
+    dirs: Sequence[Path | str],
+    topic: str | None = None,
+    compacted: Sequence[str] = (),
+    given: int | None = None,
+) -> AuditPlan:
+    return plan_audit(dirs, topic, compacted, txn_timeout(dirs, given), txn_reference(dirs))
 
 
 def run_source(run_dir: Path, key: str, *, protocol: Protocol | None = None) -> RunSource:
     """A scenario run: its run record and its nodes' log dirs."""
     artifacts = RunArtifacts.read(RunDir(run_dir))
-    plan = plan_audit([run_dir], txn_timeout_ms=txn_timeout([run_dir]))
+    plan = _plan([run_dir])
     source = RunSource(key, run_dir, plan, artifacts=artifacts, tables_beside=True)
     source.protocol = protocol or release_protocol(source.release)
     return source
@@ -185,5 +207,5 @@ def audit_source(
             artifacts = RunArtifacts.read(RunDir(run_dir))
         except RunRecordError as exc:
             artifacts.problems.append(str(exc))
-    plan = plan_audit(dirs, topic, compacted, txn_timeout(dirs, txn_timeout_ms))
+    plan = _plan(dirs, topic, compacted, txn_timeout_ms)
     return RunSource(key, run_dir, plan, protocol, artifacts)

@@ -18,6 +18,7 @@ DONE, SKIPPED, REJECTED = "done", "skipped", "rejected"
 DIVERGED, STUCK, LOST = outcome.DIVERGED, outcome.STUCK, outcome.LOST
 UNJUDGED = "unjudged"  # a partition's kind when it could not be judged
 FENCED_LEADER = outcome.FENCED_LEADER
+HANGING = outcome.HANGING  # a transaction open for good: its last stable offset stuck
 METADATA_DIVERGED = "metadata-diverged"  # KRaft: the metadata log's copies disagree
 EPOCH_REGRESSION = "epoch-regression"  # a replica's leader epochs go back on its disk
 BACKGROUND = "@background"

@@ -44,6 +44,9 @@ class RunInfo:
     # The longest transaction.timeout.ms its producers used: the audit of its log dirs ages
     # open transactions against it (checkers.transactions).
     txn_timeout_ms: int | None = None
+    # When it judged its transactions (ms since the epoch): the audit ages open transactions
+    # against it rather than their partition's newest write, which a hang has none after.
+    txns_judged_ms: int | None = None
 
 
 @dataclass

@@ -19,11 +19,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runrecord.outcome import CONSISTENT, DIVERGED, FENCED_LEADER, LOST, STUCK, Symptom
+from runrecord.outcome import (
+    CONSISTENT,
+    DIVERGED,
+    FENCED_LEADER,
+    HANGING,
+    LOST,
+    STUCK,
+    Symptom,
+)
 from runrecord.schedule_fields import Problems, is_int, json_type, unknown_fields
 
 # What a schedule's invariants can show (suites/explore/judge.py).
-KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, FENCED_LEADER)
+KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, FENCED_LEADER, HANGING)
 MODES = ("zk", "kraft")
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}$")
 

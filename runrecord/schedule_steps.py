@@ -3,8 +3,9 @@ how the schedule file states a step (`load_step`), and how the writer writes one
 (`step_to_dict`).
 
 Produce to the current leader, hold a follower back, cut and heal links, expire a session,
-elections, kill and restart, pause and resume, power loss, wait. Each step names its
-targets by role, resolved when its turn comes, or by broker id.
+elections, kill and restart, pause and resume, power loss, wait, and a transactional
+producer's writes, commits and aborts. Each step names its targets by role, resolved when
+its turn comes, or by broker id.
 """
 
 from __future__ import annotations
@@ -325,6 +326,43 @@ class Wait:
         return f"wait {self.seconds:g} s"
 
 
+@dataclass(frozen=True)
+class TxnWrite:
+    """Write `count` records in one batch to the partition's leader within the schedule's
+    transaction, beginning one if none is open (beginning is the client's own business:
+    nothing reaches a broker until the first write). acks=all, as every transactional
+    write is (KIP-98)."""
+
+    KIND: ClassVar[str] = "txn-write"
+    count: int = field(metadata=_meta(_check_count))
+
+    def describe(self) -> str:
+        return f"transactional write of {self.count}"
+
+
+@dataclass(frozen=True)
+class TxnCommit:
+    """Commit the open transaction: its coordinator writes a COMMIT marker to the partition
+    (an ABORT marker where one of its writes failed: the producer can only abort then)."""
+
+    KIND: ClassVar[str] = "txn-commit"
+
+    def describe(self) -> str:
+        return "commit the transaction"
+
+
+@dataclass(frozen=True)
+class TxnAbort:
+    """Abort the open transaction: its coordinator writes an ABORT marker to the partition."""
+
+    KIND: ClassVar[str] = "txn-abort"
+
+    def describe(self) -> str:
+        return "abort the transaction"
+
+
+TxnEnd = TxnCommit | TxnAbort
+
 Step = (
     Produce
     | HoldBack
@@ -341,6 +379,9 @@ Step = (
     | PowerLoss
     | Quorum
     | Wait
+    | TxnWrite
+    | TxnCommit
+    | TxnAbort
 )
 
 # Every kind once, in the order of the union: the file name of a kind to its class.

@@ -16,7 +16,7 @@ from typing import Any
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError
 from runrecord.history import ABORTED, COMMITTED, IN_DOUBT, Send
-from suites.clients.api import TxnClient, TxnFailed
+from suites.clients.api import TxnAborted, TxnClient, TxnFailed
 from suites.clients.java import JavaTxnClient
 from suites.clients.librdkafka import LibrdkafkaClient
 from suites.workload import History
@@ -86,6 +86,8 @@ class TransactionalProducer:
         """The transaction's outcome as the producer knows it, recorded with its writes."""
         try:
             how(timeout)
+        except TxnAborted:
+            outcome = ABORTED
         except TxnFailed:
             outcome = IN_DOUBT
         if self._unflushed:

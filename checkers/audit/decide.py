@@ -33,6 +33,7 @@ class Known:
     kraft_state: dict[TopicPartition, dict[str, Any]] = field(default_factory=dict)
     compacted: dict[str, str] = field(default_factory=dict)  # topic -> why
     txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
+    txn_reference_ms: int | None = None
 
 
 def choose_metadata(logs: Mapping[int, MetadataLog]) -> MetadataLog | None:
@@ -45,7 +46,11 @@ def choose_metadata(logs: Mapping[int, MetadataLog]) -> MetadataLog | None:
 
 
 def know(plan: AuditPlan, metadata_logs: Mapping[int, MetadataLog]) -> Known:
-    out = Known(choose_metadata(metadata_logs), txn_timeout_ms=plan.txn_timeout_ms)
+    out = Known(
+        choose_metadata(metadata_logs),
+        txn_timeout_ms=plan.txn_timeout_ms,
+        txn_reference_ms=plan.txn_reference_ms,
+    )
     quorum = quorum_leader(plan.quorum_states.values())
     configs = out.metadata.topic_configs if out.metadata is not None else {}
     for topic in sorted({tp[0] for tp in plan.judged_partitions()}):
@@ -72,11 +77,14 @@ def judge(
     protocol: Protocol,
     compacted: str | None = None,
     txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
+    txn_reference_ms: int | None = None,
 ) -> PartitionVerdict:
     """One partition's verdict, compact enough to keep for every partition of a fleet;
-    `leader`, `compacted` and `txn_timeout_ms` as `Known` has them for the partition."""
+    `leader`, `compacted`, `txn_timeout_ms` and `txn_reference_ms` as `Known` has them."""
     verdict = judge_partition(lineages, leader=leader, protocol=protocol, compacted=compacted)
-    verdict.transactions = judge_transactions(lineages, txn_timeout_ms=txn_timeout_ms)
+    verdict.transactions = judge_transactions(
+        lineages, txn_timeout_ms=txn_timeout_ms, reference_ms=txn_reference_ms
+    )
     return verdict.compact()
 
 

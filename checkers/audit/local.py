@@ -43,9 +43,8 @@ def execute(
         summaries, judged = read_replicas(tasks)
         replicas.extend(summaries)
         leader, compacted = known.leaders.get(tp), known.compacted.get(tp[0])
-        verdict = (
-            judge(judged, leader, protocol, compacted, known.txn_timeout_ms) if judged else None
-        )
+        ages = (known.txn_timeout_ms, known.txn_reference_ms)
+        verdict = judge(judged, leader, protocol, compacted, *ages) if judged else None
         if verdict is not None:
             verdicts.append(verdict)
         if on_partition is not None:
@@ -60,9 +59,12 @@ def audit(
     protocol: Protocol = Protocol.KIP_279,
     compacted: Sequence[str] = (),
     txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
+    txn_reference_ms: int | None = None,
 ) -> AuditResult:
     """Read every log dir and judge every partition (or those of `topic`; `compacted` names
     topics to judge as compacted besides those the inputs say are; an open transaction
-    older than `txn_timeout_ms` hangs). Never raises on bad input: what cannot be read is in
-    `errors` and `unreadable`."""
-    return execute(plan_audit(dirs, topic, compacted, txn_timeout_ms), protocol).result
+    older than `txn_timeout_ms`, behind `txn_reference_ms` or else its partition's newest
+    write, hangs). Never raises on bad input: what cannot be read is in `errors` and
+    `unreadable`."""
+    plan = plan_audit(dirs, topic, compacted, txn_timeout_ms, txn_reference_ms)
+    return execute(plan, protocol).result

@@ -86,6 +86,8 @@ class AuditPlan:
     compacted: tuple[str, ...] = ()  # topics named as compacted (--compacted)
     # An open transaction older than this (behind its partition's newest batch) hangs.
     txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
+    # ... behind this time instead, where a run recorded when it judged its transactions.
+    txn_reference_ms: int | None = None
     log_dirs: list[LogDir] = field(default_factory=list)
     tasks: list[ReadTask] = field(default_factory=list)
     slots: list[ErrorSlot] = field(default_factory=list)
@@ -178,11 +180,12 @@ def plan_audit(
     topic: str | None = None,
     compacted: Sequence[str] = (),
     txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
+    txn_reference_ms: int | None = None,
 ) -> AuditPlan:
     """List every input down to its partition dirs. Never raises on bad input."""
     with gc_paused():  # a task and a path or two per partition dir, none of them cyclic
         plan = _plan(dirs, topic, compacted)
-    plan.txn_timeout_ms = txn_timeout_ms
+    plan.txn_timeout_ms, plan.txn_reference_ms = txn_timeout_ms, txn_reference_ms
     return plan
 
 

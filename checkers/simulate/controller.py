@@ -8,7 +8,6 @@ shrinking. `settle` lets the cluster act until nothing changes; `advance` lets t
 
 from __future__ import annotations
 
-from checkers.simulate.replication import Replication
 from checkers.simulate.state import (
     FOLLOWER,
     LEADER,
@@ -17,11 +16,13 @@ from checkers.simulate.state import (
     SimulationError,
     differ,
 )
+from checkers.simulate.transactions import Transactions
 from runrecord.schedule import QUORUM
 
 
-class ControlPlane(Replication):
-    """The controller and the brokers' reactions to it, on top of replication."""
+class ControlPlane(Transactions):
+    """The controller and the brokers' reactions to it, on top of replication and the
+    transactional producer."""
 
     def _bump(self) -> None:
         self.ctl.epoch += 1
@@ -310,6 +311,7 @@ class ControlPlane(Replication):
             changed |= self._deliver()
             changed |= self._replicate()
             changed |= self._expand_isr()
+            changed |= self._write_markers()
             if not changed:
                 return
         raise SimulationError("the simulated cluster did not settle")  # a simulator bug
@@ -318,6 +320,7 @@ class ControlPlane(Replication):
         """Let time pass: sessions of paused or cut-off brokers expire; the leader drops
         followers that have not caught up for replica.lag.time.max.ms."""
         self.time += seconds
+        self._time_out_transactions()
         # Without a quorum nobody fences anyone; its next leader starts every broker's
         # session afresh (BrokerHeartbeatManager on activation).
         quorum = self.cluster.mode != "kraft" or self.quorum_up()

@@ -10,8 +10,10 @@ from typing import Any
 
 from checkers.model import Fate
 from checkers.protocol import Protocol
-from checkers.simulate.state import SimState, StepRecord, Write
+from checkers.simulate.state import StepRecord, Write
+from checkers.simulate.transactions import Transactions, open_transaction
 from checkers.verdict import DIVERGED, PartitionVerdict, judge_partition
+from runrecord.outcome import HANGING
 
 
 @dataclass
@@ -45,6 +47,10 @@ class Prediction:
     clean_elections: int = 0  # leader changes within the ISR (preferred, failover, shutdown)
     divergent_failovers: int = 0  # ... to a leader whose data differs from a cut-off replica's
     last_known_elections: int = 0  # KIP-966: the last known leader elected, ISR and ELR empty
+    # Where a transaction the coordinator is done with stays open on the final leader's log
+    # (its last stable offset, for good: KAFKA-20716), or None.
+    hanging: int | None = None
+    transactions: int = 0  # transactions begun
 
     @property
     def executed(self) -> int:
@@ -63,6 +69,8 @@ class Prediction:
             return "stuck"
         if self.outcome is Fate.DIVERGED:
             return "diverged"
+        if self.hanging is not None:
+            return HANGING
         if self.lost_acknowledged and not self.unclean_elections and not self.power_losses:
             return "lost-acknowledged"
         return None
@@ -76,6 +84,8 @@ class Prediction:
             # (runrecord.outcome.high_watermark_clause): the model's own high watermark is
             # in `to_dict`, not in a line beside the brokers' that could contradict it.
             head = f"diverged at offset {self.diverged_at}"
+        elif self.hanging is not None:
+            head = f"a transaction hangs: the last stable offset stays at {self.hanging}"
         else:
             head = "consistent"
         lost = [w.id for w in self.lost_acknowledged]
@@ -97,6 +107,7 @@ class Prediction:
             "unclean_elections": self.unclean_elections,
             "last_known_elections": self.last_known_elections,
             "power_losses": self.power_losses,
+            "hanging": self.hanging,
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,
             "isr": self.isr,
@@ -107,7 +118,7 @@ class Prediction:
         }
 
 
-def predict(sim: SimState) -> Prediction:
+def predict(sim: Transactions) -> Prediction:
     """Judge the replicas as the simulation has left them."""
     lineages = [sim.lineage(r) for _, r in sorted(sim.replicas.items())]
     verdict = judge_partition(lineages, leader=sim.ctl.leader, protocol=sim.protocol)
@@ -147,4 +158,6 @@ def predict(sim: SimState) -> Prediction:
         divergent_failovers=sim.divergent_failovers,
         isr_gap=sim.isr_gap,
         last_known_elections=sim.last_known_elections,
+        hanging=open_transaction(lead.batches) if lead else None,
+        transactions=sim.txns,
     )

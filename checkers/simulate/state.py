@@ -65,6 +65,8 @@ class SimBatch:
     last: int
     epoch: int  # -1 for message format v1 (no leader epochs, before 0.11)
     tag: str  # the write it came from: equal tags, equal batches
+    txn: int | None = None  # the transaction it belongs to, or whose marker it is
+    control: bool = False  # a transaction marker (one control record)
 
     @property
     def span(self) -> str:

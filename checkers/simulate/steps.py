@@ -29,6 +29,7 @@ from checkers.simulate.state import (
     Write,
     differ,
 )
+from checkers.simulate.transactions import ABORT, COMMIT
 from runrecord.schedule import (
     ACTIVE,
     QUORUM,
@@ -51,6 +52,9 @@ from runrecord.schedule import (
     Role,
     Schedule,
     Step,
+    TxnAbort,
+    TxnCommit,
+    TxnWrite,
     Wait,
 )
 from runrecord.schedule_roles import (
@@ -155,6 +159,55 @@ class Simulator(ControlPlane):
                     self.isr_gap = True
 
     def _do_produce(self, step: Produce) -> dict[str, Any]:
+        return self._write(step.count, step.acks, step.to)
+
+    def _do_txnwrite(self, step: TxnWrite) -> dict[str, Any]:
+        """A write within the transaction (begun here if none is open). A transaction is
+        begun only once the coordinator is done with the last one (it answers
+        CONCURRENT_TRANSACTIONS until every marker is written), and a write is sent only
+        with the ISR at min.insync.replicas: a transactional producer retries
+        NOT_ENOUGH_REPLICAS, where a `produce` step is refused at once."""
+        if self.v1:
+            raise Skip("transactions need message format v2 (Kafka 0.11, KIP-98)")
+        pending = self.pending_markers()
+        if self.txn is None and pending:
+            raise Skip(
+                f"the coordinator still writes the {pending[0].kind} marker of transaction "
+                f"{pending[0].txn} (CONCURRENT_TRANSACTIONS)"
+            )
+        min_isr = self.cluster.topic_config.min_insync_replicas
+        if self.ctl.leader is not None and len(self.ctl.isr) < min_isr:
+            raise Skip(f"ISR {self.ctl.isr} below min.insync.replicas={min_isr}")
+        begin = self.txn is None
+        txn = self.txns if self.txn is None else self.txn.id
+        targets = self._write(step.count, "all", Role.LEADER, txn, begin=begin)
+        write = self.writes[-1]
+        if self.txn is not None and self.txn.id == txn:  # not timed out while it waited
+            self.txn.writes.append(write.id)
+            self.txn.failed |= not write.acknowledged
+        return {**targets, "transaction": txn}
+
+    def _do_txncommit(self, step: TxnCommit) -> dict[str, Any]:
+        return self._end_txn(COMMIT)
+
+    def _do_txnabort(self, step: TxnAbort) -> dict[str, Any]:
+        return self._end_txn(ABORT)
+
+    def _end_txn(self, kind: str) -> dict[str, Any]:
+        if self.txn is None:
+            raise Skip("no transaction is open")
+        why = "the producer's " + kind.lower()
+        if kind == COMMIT and self.txn.failed:
+            kind, why = ABORT, "a write failed: the producer can only abort"
+        marker = self.end_txn(kind, why)
+        self.settle()
+        return {"transaction": marker.txn, "marker": kind}
+
+    def _write(
+        self, count: int, acks: str, to: Any, txn: int | None = None, *, begin: bool = False
+    ) -> dict[str, Any]:
+        """One batch of `count` records through `to` (a transaction's, with `txn`)."""
+
         def ok(b: Any) -> str | None:
             r = self.replicas.get(b)
             if r is None:
@@ -165,35 +218,37 @@ class Simulator(ControlPlane):
                 return f"broker {b} does not know it leads (it is {r.role or 'not started'})"
             return None
 
-        if step.to == Role.LEADER and self.ctl.leader is None:
+        if to == Role.LEADER and self.ctl.leader is None:
             raise Skip("the partition has no leader (offline)")
-        b = self._pick(step.to, ok, "produce to")
+        b = self._pick(to, ok, "produce to")
         r = self.replicas[b]
         min_isr = self.cluster.topic_config.min_insync_replicas
-        if step.acks == "all" and len(r.isr) < min_isr:
+        if acks == "all" and len(r.isr) < min_isr:
             raise Rejected(
                 f"NOT_ENOUGH_REPLICAS: ISR {r.isr} is below min.insync.replicas={min_isr}; "
                 "nothing written"
             )
-        write = Write(len(self.writes), step.acks, b, r.epoch, [], False, self._step)
+        if begin:
+            self.begin_txn()
+        write = Write(len(self.writes), acks, b, r.epoch, [], False, self._step)
         epoch = -1 if self.v1 else r.epoch
         if self.v1:
             # Message format v1 without compression: every record is its own message.
             batches = [
-                SimBatch(r.leo + i, r.leo + i, epoch, f"w{write.id}.{i}") for i in range(step.count)
+                SimBatch(r.leo + i, r.leo + i, epoch, f"w{write.id}.{i}") for i in range(count)
             ]
         else:
-            batches = [SimBatch(r.leo, r.leo + step.count - 1, epoch, f"w{write.id}")]
+            batches = [SimBatch(r.leo, r.leo + count - 1, epoch, f"w{write.id}", txn)]
         write.batches = [(x.base, x.last, x.tag) for x in batches]
         self._append(r, batches)
         self.writes.append(write)
         self._event(
             f"broker {b} appends {batches[0].base}..{batches[-1].last} in epoch {r.epoch} "
-            f"(write {write.id}, acks={step.acks})"
+            f"(write {write.id}, acks={acks})"
         )
         self.settle()
         end = batches[-1].last + 1
-        if step.acks == "1":
+        if acks == "1":
             write.acknowledged = True
         else:
             # acks=all: acknowledged once the high watermark passes the write and the ISR
@@ -493,6 +548,11 @@ class Simulator(ControlPlane):
             self.settle()
         longest = max(self.cluster.lag_time_ms(b) for b in self.cluster.broker_ids) / 1000
         self.advance(longest + 1)
+        if self.txn is not None:
+            # Left open: the coordinator aborts it once its timeout has passed (a run waits
+            # for that before it judges).
+            self.end_txn(ABORT, "left open: the coordinator aborts it at its timeout")
+            self.settle()
         return predict(self)
 
     def copy(self) -> Simulator:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from checkers.audit.local import audit
 from checkers.compaction import ABORT, COMMIT
 from checkers.tests.test_transactions import MINUTE, NOW, OTHER, PID, T, data, marker
 from suites.cli import main as logfork
@@ -63,3 +64,14 @@ def test_healthy_transactions_are_consistent(tmp_path: Path) -> None:
     assert code == 0 and p["status"] == "consistent"
     found = (p["hanging_transactions"], p["torn_transactions"], p["duplicate_sequences"])
     assert found == ([], [], [])
+
+
+def test_a_transaction_nothing_came_after_hangs_behind_the_time_given(tmp_path: Path) -> None:
+    # The transaction is its partition's newest batch: by that it is no age at all. A run
+    # that judged its transactions an hour later records the time, and the audit takes it.
+    logs = [data(0, 2), marker(2, COMMIT), data(3, ts=NOW)]
+    dirs = [craft.write_cleaned_replica(tmp_path / f"b{b}", b, T, [logs]) for b in (1, 2)]
+    (fresh,) = audit(dirs).partitions
+    assert fresh.transactions.hanging == []
+    (late,) = audit(dirs, txn_reference_ms=NOW + 60 * MINUTE).partitions
+    assert [(h.producer_id, h.first_offset) for h in late.transactions.hanging] == [(PID, 3)]

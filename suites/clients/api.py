@@ -15,6 +15,11 @@ class TxnFailed(LogforkError):
     """The client's commit or abort raised: the transaction's outcome is unknown to it."""
 
 
+class TxnAborted(TxnFailed):
+    """The commit could not be made (a write of the transaction failed) and the client
+    aborted the transaction instead, as KIP-98 has a producer do after such an error."""
+
+
 class TxnClient(Protocol):
     def begin(self) -> None: ...
     def send(self, topic: str, partition: int, key: str, value: str) -> None: ...

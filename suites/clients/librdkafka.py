@@ -8,7 +8,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from fixtures.errors import LogforkError
-from suites.clients.api import Result, TxnFailed
+from suites.clients.api import Result, TxnAborted, TxnFailed
 
 
 class LibrdkafkaClient:
@@ -44,7 +44,14 @@ class LibrdkafkaClient:
             raise TxnFailed(str(exc)) from None
 
     def commit(self, timeout: float) -> None:
-        self._end(self._producer.commit_transaction, timeout)
+        try:
+            self._producer.commit_transaction(timeout)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not error.txn_requires_abort():
+                raise TxnFailed(str(exc)) from None
+            self._end(self._producer.abort_transaction, timeout)
+            raise TxnAborted(f"aborted, as the commit could not be made: {exc}") from None
 
     def abort(self, timeout: float) -> None:
         self._end(self._producer.abort_transaction, timeout)

@@ -32,7 +32,7 @@ from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
 from suites.broker_logs import log_mark, shutdown_backoffs
-from suites.explore import elect_steps
+from suites.explore import elect_steps, txn_steps
 from suites.explore.alter_partition import Holds
 from suites.explore.fast_restart import fast_restart
 from suites.explore.power_cuts import PowerCut, cut_power
@@ -95,6 +95,7 @@ class Live:
         self.controllers: list[tuple[int, int]] = []  # (step, broker): the controller moved
         self.voter_cuts: dict[str, network.Cut] = {}  # KRaft voters cut off from the others
         self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
+        self.txn = txn_steps.Transactional(topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT)
         self._registered: set[int] = set()
         self._since = dict(marks or {})  # broker -> its log's mark at its last start
 
@@ -217,7 +218,7 @@ class Live:
                 return f"broker {b} holds no replica"
             if not self.alive(b):
                 return self.describe(b)
-            seen = self._own_leader(b)
+            seen = self.own_leader(b)
             if seen != b:
                 return f"broker {b} does not know it leads (its metadata says leader {seen})"
             return None
@@ -251,7 +252,7 @@ class Live:
         waits = REQUEST_TIMEOUT if step.acks == "all" and not acknowledged else 0.0
         return {"to": b, "acknowledged": acknowledged, "errors": errors}, waits
 
-    def _own_leader(self, b: int) -> int | None:
+    def own_leader(self, b: int) -> int | None:
         """The leader broker `b` names in its own metadata, once it names itself (waiting a
         little: a new leader learns it leads moments after the controller elects it)."""
         try:
@@ -380,6 +381,15 @@ class Live:
 
     def _do_electunclean(self, step: kinds.ElectUnclean) -> tuple[dict[str, Any], float]:
         return elect_steps.unclean(self, step)
+
+    def _do_txnwrite(self, step: kinds.TxnWrite) -> tuple[dict[str, Any], float]:
+        return txn_steps.write(self, self.txn, step)
+
+    def _do_txncommit(self, step: kinds.TxnCommit) -> tuple[dict[str, Any], float]:
+        return txn_steps.end(self, self.txn, txn_steps.COMMIT)
+
+    def _do_txnabort(self, step: kinds.TxnAbort) -> tuple[dict[str, Any], float]:
+        return txn_steps.end(self, self.txn, txn_steps.ABORT)
 
     def _do_kill(self, step: kinds.Kill) -> tuple[dict[str, Any], float]:
         view = self.view()

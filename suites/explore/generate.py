@@ -46,6 +46,9 @@ from runrecord.schedule import (
     Schedule,
     Step,
     TopicConfig,
+    TxnAbort,
+    TxnCommit,
+    TxnWrite,
     Wait,
 )
 
@@ -68,8 +71,14 @@ STEP_WEIGHTS: dict[str, float] = {
     "power-loss": 1,
     "quorum": 4,  # KRaft with three voters only
     "wait": 4,
+    # The transactional producer's (KRaft only): a transaction that a fault leaves with its
+    # data on one replica and its marker on another (KAFKA-20716).
+    "txn-write": 10,
+    "txn-commit": 6,
+    "txn-abort": 2,
 }
 assert set(STEP_WEIGHTS) == set(STEP_KINDS)
+TXN_KINDS = ("txn-write", "txn-commit", "txn-abort")
 
 # The cluster of a candidate: (value, weight) choices.
 CLUSTER_CHOICES: dict[str, list[tuple[Any, float]]] = {
@@ -251,6 +260,18 @@ def _draw_wait(rng: random.Random, c: Cluster) -> Step:
     return Wait(rng.choice(WAITS))
 
 
+def _draw_txn_write(rng: random.Random, c: Cluster) -> Step:
+    return TxnWrite(rng.choice(COUNTS))
+
+
+def _draw_txn_commit(rng: random.Random, c: Cluster) -> Step:
+    return TxnCommit()
+
+
+def _draw_txn_abort(rng: random.Random, c: Cluster) -> Step:
+    return TxnAbort()
+
+
 DRAW: dict[str, Callable[[random.Random, Cluster], Step]] = {
     "produce": _draw_produce,
     "hold-back": _draw_hold_back,
@@ -267,6 +288,9 @@ DRAW: dict[str, Callable[[random.Random, Cluster], Step]] = {
     "power-loss": _draw_power_loss,
     "quorum": _draw_quorum,
     "wait": _draw_wait,
+    "txn-write": _draw_txn_write,
+    "txn-commit": _draw_txn_commit,
+    "txn-abort": _draw_txn_abort,
 }
 ATTEMPTS = 3  # parameter draws per kind before the kind is set aside for this position
 
@@ -313,6 +337,7 @@ def kind_weights(options: DrawOptions) -> dict[str, float]:
         # Drawn in KRaft only, so that a ZooKeeper-mode seed gives the schedules it
         # always did (a replay file may hold one in either mode).
         and (k != "hold-alter-partition" or options.mode == "kraft")
+        and (k not in TXN_KINDS or options.mode == "kraft")
     }
 
 

@@ -17,7 +17,11 @@ Per partition, in this order:
    leader that the log has fenced, or not registered, at that offset (KAFKA-19522, 4.0.x:
    a fenced last known leader elected under KIP-966).
 3. Replicas converge: no divergence on disk.
-4. No acknowledged acks=all write is lost, unless a rule allows it:
+4. No transaction hangs: once every transaction had time to end (its timeout, and the
+   coordinator's abort scan), none is open on a replica's disk and the last stable offset
+   clients are given reaches the high watermark (KAFKA-20716: an unclean election that drops
+   a marker). The two readings must agree; where they do not, the partition is not judged.
+5. No acknowledged acks=all write is lost, unless a rule allows it:
    - an unclean election, where the topic enables them, may lose acknowledged writes;
    - power loss (KIP-966): in ZooKeeper mode and in KRaft before 4.1 no broker handles an
      unclean shutdown, so a replica that lost its unflushed tail rejoins the ISR and may
@@ -43,6 +47,7 @@ from runrecord.replay import (
     DIVERGED,
     EPOCH_REGRESSION,
     FENCED_LEADER,
+    HANGING,
     LOST,
     METADATA_DIVERGED,
     STUCK,
@@ -84,6 +89,12 @@ class Observed:
     fenced_leaders: list[tuple[int, int]] = field(default_factory=list)
     epoch_regressions: list[str] = field(default_factory=list)  # a replica's epochs going back
     metadata_diverged: str | None = None  # KRaft: the metadata log's copies disagree
+    # Transactions open on a replica's disk past their timeout (first offsets), and what
+    # clients saw of the schedule's partition once every transaction had time to end (its
+    # last stable offset below its high watermark: `stable_stuck`); None: not asked.
+    hanging: list[int] = field(default_factory=list)
+    stable: str | None = None
+    stable_stuck: bool | None = None
 
 
 def unclean_elections(states: Sequence[StateSeen]) -> int:
@@ -183,6 +194,22 @@ def judge_partition(
     if seen.audit_status == "diverged":
         where = high_watermark_clause(seen.below_high_watermark)
         return DIVERGED, f"replicas diverged at offset {seen.diverged_at} ({where})", None
+    if seen.hanging or seen.stable_stuck:
+        if seen.stable_stuck is not None and bool(seen.hanging) != seen.stable_stuck:
+            # One of the two readings is wrong, and it is logfork's: no verdict on it.
+            return (
+                UNJUDGED,
+                f"not judged: clients see {seen.stable}, while the disk audit found "
+                f"{seen.hanging or 'no'} hanging transaction(s)",
+                None,
+            )
+        said = f" ({seen.stable})" if seen.stable else ""
+        return (
+            HANGING,
+            f"a transaction hangs from offset {seen.hanging[0]}{said}: open on disk past its "
+            "timeout, its marker gone, so read_committed consumers stop there for good",
+            None,
+        )
     rule: str | None = None
     if seen.durable_lost:
         allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
@@ -244,6 +271,8 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "fenced_leaders": [list(x) for x in seen.fenced_leaders],
         "epoch_regressions": seen.epoch_regressions,
         "metadata_diverged": seen.metadata_diverged,
+        "hanging": seen.hanging,
+        "stable": seen.stable,
         "unclean_elections": unclean_elections(seen.states),
         "recovering": recovering(seen.states),
     }
@@ -260,6 +289,8 @@ def observed_symptom(judgement: Judgement) -> Symptom:
     if judgement.failure == LOST:
         lost = seen.get("durable_lost") or [None]
         return Symptom(LOST, lost[0])
+    if judgement.failure == HANGING:
+        return Symptom(HANGING, (seen.get("hanging") or [None])[0])
     if judgement.failure == STUCK:
         return Symptom(STUCK, replicas=sorted(int(b) for b in seen.get("stuck", {})) or None)
     return Symptom(judgement.failure)

@@ -30,6 +30,7 @@ from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.releases import Release
 from fixtures.waiting import Aborted, WaitTimeout
 from observe import kraft
+from observe.stable import StableOffsets
 from observe.state import StateRecorder
 from observe.timeline import Timeline
 from reports.judge import history as check_sends
@@ -44,6 +45,7 @@ from runrecord.schedule_expect import expected_symptom
 from runrecord.typed import to_json
 from suites.broker_logs import fetcher_dies, log_mark, stuck_follower
 from suites.convergence import converge
+from suites.explore import txn_steps
 from suites.explore.actions import Live, PowerCut
 from suites.explore.bench import Bench, needs_disks
 from suites.explore.evidence import copy_evidence
@@ -239,6 +241,8 @@ def _run(
     record.path.mkdir(parents=True, exist_ok=True)
     write_schedule(record.path / SCHEDULE_FILE, schedule)
     info = RunInfo(label, _title(schedule), str(release), mode, time.time(), platform.node())
+    if txn_steps.uses_transactions(schedule):
+        info.txn_timeout_ms = txn_steps.TXN_TIMEOUT_MS  # what `logfork audit` ages them by
     record.write_run(info)
     timeline = Timeline(record.timeline_writer())
     own_timeline, cluster.timeline = cluster.timeline, timeline
@@ -358,6 +362,7 @@ def _body(
     recorders = [StateRecorder(cluster, topic, p, writer).start() for p in shape.partitions]
     background = Background(cluster, ctx.history, topic, partitions=shape.partitions[1:]).start()
     live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol), marks)
+    stable: StableOffsets | None = None  # the schedule's partition once transactions ended
     try:
         for i, step in enumerate(schedule.steps):
             result.steps.append(live.apply(i, step))
@@ -386,7 +391,10 @@ def _body(
                 found = stuck_follower(cluster, b, topic, since=marks.get(b, 0))
                 if found is not None:
                     convergence.stuck_partitions[b], convergence.stuck[b] = found
+        if convergence.converged:
+            stable = txn_steps.await_transactions_ended(live, live.txn)
     finally:
+        live.txn.close()
         background.stop(timeout=5)
         states = {r.partition: r.stop() for r in recorders}
     if not (convergence.converged or convergence.stuck or convergence.stalled):
@@ -396,7 +404,7 @@ def _body(
         )
     timeline.phase("check")
     copy_evidence(cluster, topic, ctx.run, node_marks)
-    observed = _observe(ctx, topic, convergence, states, live)
+    observed = _observe(ctx, topic, convergence, states, live, stable)
     shape_topic = shape.topic_config
     judgement = judge(
         observed,
@@ -461,27 +469,44 @@ def _probe(ctx: RunContext, topic: str, leader: int) -> None:
 
 
 def _observe(
-    ctx: RunContext, topic: str, convergence: Any, states: dict[int, list[Any]], live: Live
+    ctx: RunContext,
+    topic: str,
+    convergence: Any,
+    states: dict[int, list[Any]],
+    live: Live,
+    stable: StableOffsets | None = None,
 ) -> dict[int, Observed]:
     """Each partition as the judge reads it: convergence, the audit of the copied logs,
-    acknowledged acks=all writes missing from its leader's log, power losses' drops."""
+    acknowledged acks=all writes missing from its leader's log, power losses' drops, and
+    the transactions open on disk past their timeout beside what clients see of the
+    schedule's partition (`stable`: its offsets once every transaction had time to end)."""
     release = ctx.cluster.release
     partitions = live.schedule.cluster.partitions
     sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
     replicas = sorted(live.assignment)
     checks: dict[int, dict[str, Any] | None] = {}
     regressions: dict[int, list[str]] = {}
+    hanging: dict[int, list[int]] = {}
+    now_ms = int(time.time() * 1000)
 
     def on_partition(tp: tuple[str, int], _replicas: Any, lineages: Any, verdict: Any) -> None:
         if tp[0] != topic or verdict is None:
             return
         regressions[tp[1]] = epoch_regressions(lineages)
+        hanging[tp[1]] = [h.first_offset for h in verdict.transactions.hanging]
         by_id = {lin.broker_id: lin for lin in lineages}
         leader = states[tp[1]][-1].leader if states.get(tp[1]) else None
         reference = by_id.get(leader) if leader is not None else None
         checks[tp[1]] = check_sends(lineages, reference or lineages[0], sends.get(tp[1], []))
 
-    run = execute(plan_audit([ctx.run.path], topic), release.protocol, on_partition)
+    # Open transactions are aged against the time of judging, not their partition's newest
+    # write: a hang is a transaction nothing came after.
+    if txn_steps.uses_transactions(live.schedule):
+        info = ctx.run.run_info()
+        info.txns_judged_ms = now_ms  # so that `logfork audit` of the run ages them alike
+        ctx.run.write_run(info)
+    plan = plan_audit([ctx.run.path], topic, (), txn_steps.TXN_TIMEOUT_MS, now_ms)
+    run = execute(plan, release.protocol, on_partition)
     ctx.run.write_audit(run.result.to_dict())
     verdicts = {v.partition: v for v in run.result.partitions if v.topic == topic}
     errors = [str(e.error) for e in run.result.errors]
@@ -532,5 +557,8 @@ def _observe(
             else [(e.offset, e.leader) for e in metadata.history(topic, p) if e.leader_fenced],
             epoch_regressions=regressions.get(p, []),
             metadata_diverged=metadata_split if p == SCHEDULE_PARTITION else None,
+            hanging=hanging.get(p, []),
+            stable=str(stable) if stable is not None and p == SCHEDULE_PARTITION else None,
+            stable_stuck=stable.stuck if stable is not None and p == SCHEDULE_PARTITION else None,
         )
     return out

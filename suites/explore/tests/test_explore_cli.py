@@ -56,6 +56,9 @@ def test_the_cluster_a_shape_asks_for() -> None:
         "request.timeout.ms": 5000,
         "controller.socket.timeout.ms": 5000,
         "controlled.shutdown.retry.backoff.ms": 1000,
+        "transaction.state.log.num.partitions": 1,
+        "transaction.state.log.min.isr": 1,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
     }
     assert spec.node_config == {"b2": {"zookeeper.session.timeout.ms": 6000}}
 

@@ -8,6 +8,8 @@ import pytest
 
 from checkers.protocol import Protocol
 from checkers.simulate import simulate
+from fixtures.releases import Release
+from runrecord.outcome import HANGING
 from runrecord.schedule import (
     BrokerConfig,
     Cluster,
@@ -25,7 +27,14 @@ from runrecord.schedule import (
     dumps,
     validate,
 )
-from suites.explore.generate import STEP_WEIGHTS, DrawOptions, draw, draw_many, explore_shape
+from suites.explore.generate import (
+    STEP_WEIGHTS,
+    TXN_KINDS,
+    DrawOptions,
+    draw,
+    draw_many,
+    explore_shape,
+)
 from suites.explore.guide import (
     Candidate,
     SearchOptions,
@@ -84,6 +93,24 @@ def test_without_unclean_no_schedule_enables_or_asks_for_unclean_elections() -> 
     unclean = draw_many(11, 200, DrawOptions(unclean=True, aware=False))
     assert all(s.cluster.topic_config.unclean_leader_election_enable for s in unclean)
     assert any(isinstance(step, ElectUnclean) for s in unclean for step in s.steps)
+
+
+def test_transactional_steps_are_drawn_in_kraft_only() -> None:
+    # As the held AlterPartition: a ZooKeeper-mode seed gives the schedules it always did.
+    zk = {step.KIND for s in draw_many(3, 200, DrawOptions(aware=False)) for step in s.steps}
+    assert not zk & set(TXN_KINDS)
+    options = DrawOptions(mode="kraft", protocol=Protocol.DIVERGING_EPOCH)
+    kraft = [step.KIND for s in draw_many(3, 100, options) for step in s.steps]
+    assert set(TXN_KINDS) <= set(kraft)
+
+
+def test_guidance_ranks_kafka_20716_first_on_the_newest_release() -> None:
+    """The model predicts the hang of KAFKA-20716 (unclean elections that drop a marker):
+    the ranked plan of `explore --seed 1 --unclean` on 4.4.0 KRaft begins with it."""
+    release = Release("4.4.0")
+    options = DrawOptions(unclean=True, mode="kraft", protocol=release.protocol)
+    ranked = plan(1, 60, release.protocol, explore_shape(options))
+    assert ranked[0].prediction.failure() == HANGING
 
 
 def test_zero_weights_leave_a_kind_out() -> None:

@@ -10,6 +10,7 @@ from runrecord.replay import (
     DIVERGED,
     EPOCH_REGRESSION,
     FENCED_LEADER,
+    HANGING,
     LOST,
     METADATA_DIVERGED,
     STUCK,
@@ -21,6 +22,7 @@ from suites.explore.judge import (
     elr_on,
     judge,
     loss_rule,
+    observed_symptom,
     recovering,
     unclean_elections,
 )
@@ -172,3 +174,27 @@ def test_epoch_regressions_on_a_replica() -> None:
     fine = from_spec(1, [(0, 4, 0, "a"), (5, 9, 2, "b")])
     back = from_spec(2, [(0, 4, 0, "a"), (5, 9, 3, "c"), (10, 12, 1, "d")])
     assert epoch_regressions([fine, back]) == ["broker 2: [10, 12] in epoch 1 after epoch 3"]
+
+
+def test_a_hanging_transaction_is_a_finding_both_readings_agree_on() -> None:
+    stuck = "last stable offset 0, high watermark 3"
+    seen = clean(hanging=[0], stable=stuck, stable_stuck=True)
+    j = judge({0: seen, 1: clean()}, unclean_enabled=True, **KRAFT_43)
+    assert j.failure == HANGING
+    assert j.summary.startswith(f"partition 0: a transaction hangs from offset 0 ({stuck})")
+    assert observed_symptom(j).kind == HANGING and observed_symptom(j).offset == 0
+    # The healthy twin: every transaction ended, nothing open on disk.
+    fine = clean(hanging=[], stable="last stable offset 4, high watermark 4", stable_stuck=False)
+    assert judge({0: fine, 1: clean()}, unclean_enabled=True, **KRAFT_43).failure is None
+
+
+def test_clients_and_disk_disagreeing_on_a_hang_is_not_judged() -> None:
+    # One of the two readings is wrong, and that is logfork's to find: no verdict.
+    for hanging, stuck in (([0], False), ([], True)):
+        seen = clean(hanging=hanging, stable="s", stable_stuck=stuck)
+        j = judge({0: seen, 1: clean()}, unclean_enabled=True, **KRAFT_43)
+        assert j.failure is None and j.partitions[0] == UNJUDGED
+        assert "clients see s, while the disk audit found" in j.unjudged
+    # A background partition has no client reading: the disk alone speaks.
+    j = judge({0: clean(), 1: clean(hanging=[7])}, unclean_enabled=True, **KRAFT_43)
+    assert j.failure == HANGING + BACKGROUND

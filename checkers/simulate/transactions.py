@@ -1,0 +1,126 @@
+"""The schedule's transactional producer on the simulated cluster: its transactions, the
+markers its coordinator writes to the partition, and the last stable offset they leave.
+
+One producer, one transaction open at a time. A transaction's writes are acks=all batches,
+appended as a `produce` step's are. Ending it (the producer's commit or abort, or the
+coordinator's abort once `TXN_TIMEOUT_S` has passed) leaves a marker pending: the
+coordinator appends it to the partition's leader as soon as one leads with enough of an
+ISR (markers are written with acks=all, KafkaApis.handleWriteTxnMarkersRequest), and keeps
+sending it until the leader's high watermark passes it. A marker the leader appended but
+that is not yet committed when leadership moves is sent to the next leader too (the
+coordinator retries the partition after NOT_LEADER_OR_FOLLOWER), which appends its own copy.
+
+The coordinator itself is not modelled: it is taken to be reachable (a run skips a
+transactional step whose coordinator is not, and the model never sees that step). Once every
+marker is committed the coordinator has forgotten the transaction (CompleteCommit,
+CompleteAbort) and never writes its marker again, whatever becomes of the partition.
+
+The partition's leader tracks the producer as Kafka's producer state does
+(ProducerStateEntry.currentTxnFirstOffset): its first transactional batch after a marker
+opens a transaction there, the next marker closes it. A transaction open on the final
+leader's log that the coordinator no longer holds is hanging (KAFKA-20716): its last stable
+offset never reaches the high watermark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from checkers.simulate.replication import Replication
+from checkers.simulate.state import LEADER, SimBatch
+
+# The schedule's transactional producer's transaction.timeout.ms, as a run sets it: past it
+# the coordinator aborts the transaction and bumps the producer's epoch.
+TXN_TIMEOUT_S = 60.0
+COMMIT, ABORT = "COMMIT", "ABORT"
+
+
+@dataclass
+class Txn:
+    id: int
+    started: float  # model time of its first write
+    writes: list[int] = field(default_factory=list)  # ids in SimState.writes
+    failed: bool = False  # a write was not acknowledged: the producer can only abort
+
+
+@dataclass
+class Marker:
+    txn: int
+    kind: str  # COMMIT or ABORT
+    epochs: list[int] = field(default_factory=list)  # leader epochs it was appended in
+    done: bool = False  # committed on the leader: the coordinator is finished with it
+
+
+class Transactions(Replication):
+    """The producer's open transaction and the coordinator's pending markers."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.txn: Txn | None = None
+        self.txns = 0  # transactions begun
+        self.markers: list[Marker] = []
+
+    def pending_markers(self) -> list[Marker]:
+        return [m for m in self.markers if not m.done]
+
+    def begin_txn(self) -> Txn:
+        if self.txn is None:
+            self.txn = Txn(self.txns, self.time)
+            self.txns += 1
+            self._event(f"transaction {self.txn.id} begins")
+        return self.txn
+
+    def end_txn(self, kind: str, why: str) -> Marker:
+        """The open transaction ends: its marker is pending from now on."""
+        assert self.txn is not None
+        marker = Marker(self.txn.id, kind)
+        self.markers.append(marker)
+        self._event(f"transaction {self.txn.id} ends: {kind} ({why})")
+        self.txn = None
+        return marker
+
+    def _write_markers(self) -> bool:
+        """The coordinator's markers reaching the partition's leader (`settle`)."""
+        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
+        changed = False
+        for m in self.pending_markers():
+            if lead is None or lead.role != LEADER or not self.alive(lead.broker):
+                break
+            tag = f"m{m.txn}.{len(m.epochs) - 1}"
+            mine = next((b for b in lead.batches if b.tag == tag), None)
+            if m.epochs and m.epochs[-1] == lead.epoch and mine is not None:
+                # Appended in this epoch: done once the high watermark passes it.
+                if lead.hw > mine.last:
+                    m.done = True
+                    self._event(f"the {m.kind} marker of transaction {m.txn} is committed")
+                    changed = True
+                continue
+            if len(lead.isr) < self.cluster.topic_config.min_insync_replicas:
+                break  # NOT_ENOUGH_REPLICAS: the coordinator retries
+            tag = f"m{m.txn}.{len(m.epochs)}"
+            epoch = -1 if self.v1 else lead.epoch
+            self._append(lead, [SimBatch(lead.leo, lead.leo, epoch, tag, m.txn, True)])
+            m.epochs.append(lead.epoch)
+            self._event(
+                f"broker {lead.broker} appends the {m.kind} marker of transaction {m.txn} "
+                f"at {lead.leo - 1} in epoch {lead.epoch}"
+            )
+            changed = True
+        return changed
+
+    def _time_out_transactions(self) -> None:
+        """The coordinator aborts a transaction open longer than its timeout (`advance`)."""
+        if self.txn is not None and self.time - self.txn.started >= TXN_TIMEOUT_S:
+            self.end_txn(ABORT, f"open longer than transaction.timeout.ms {TXN_TIMEOUT_S:g} s")
+
+
+def open_transaction(batches: list[SimBatch]) -> int | None:
+    """The first offset of the transaction a log leaves open: a transactional batch after
+    the last marker (ProducerStateEntry.currentTxnFirstOffset)."""
+    first: int | None = None
+    for b in batches:
+        if b.control:
+            first = None
+        elif b.txn is not None and first is None:
+            first = b.base
+    return first

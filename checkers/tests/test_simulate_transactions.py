@@ -1,0 +1,123 @@
+"""The model's transactional producer (the `txn-write`, `txn-commit` and `txn-abort` steps):
+markers, the coordinator's timeout, and the hanging transaction an unclean election leaves
+(KAFKA-20716), on crafted schedules."""
+
+from __future__ import annotations
+
+from checkers.simulate import simulate
+from checkers.simulate.state import SimBatch
+from checkers.simulate.transactions import open_transaction
+from runrecord.outcome import HANGING
+from runrecord.schedule import (
+    Cluster,
+    ElectUnclean,
+    HoldBack,
+    Kill,
+    Produce,
+    Restart,
+    Schedule,
+    TopicConfig,
+    TxnAbort,
+    TxnCommit,
+    TxnWrite,
+    Wait,
+    dumps,
+    loads,
+)
+
+B, C = 2, 3
+
+
+def kraft(unclean: bool = True, min_isr: int = 1) -> Cluster:
+    return Cluster(
+        mode="kraft",
+        brokers=3,
+        replication_factor=2,
+        replicas=(B, C),
+        topic_config=TopicConfig(min_isr, unclean),
+    )
+
+
+# KAFKA-20716: the commit's marker reaches B alone, and C, without it, is elected uncleanly.
+DROPPED_MARKER = (TxnWrite(3), Kill(C), TxnCommit(), Kill(B), Restart(C), ElectUnclean())
+
+
+def test_an_unclean_election_that_drops_a_commit_marker_leaves_the_transaction_hanging() -> None:
+    for release in ("3.9.2", "4.4.0"):
+        p = simulate(Schedule(kraft(), steps=DROPPED_MARKER), release)
+        assert p.failure() == HANGING, release
+        assert p.hanging == 0
+        assert "step 2: broker 2 appends the COMMIT marker of transaction 0 at 3 in epoch 0" in (
+            p.events
+        )
+        assert "step 2: the COMMIT marker of transaction 0 is committed" in p.events
+        assert p.logs == {B: [(0, 2, 0)], C: [(0, 2, 0)]}  # B truncated the marker
+        assert p.summary().startswith("a transaction hangs: the last stable offset stays at 0")
+
+
+def test_the_marker_on_both_replicas_leaves_nothing_hanging() -> None:
+    steps = (TxnWrite(3), TxnCommit(), Kill(C), Kill(B), Restart(C), ElectUnclean())
+    p = simulate(Schedule(kraft(), steps=steps), "4.4.0")
+    assert p.failure() is None
+    assert p.hanging is None
+    assert p.logs[C] == [(0, 2, 0), (3, 3, 0)]
+
+
+def test_a_transaction_left_open_is_aborted_by_the_coordinator() -> None:
+    p = simulate(Schedule(kraft(False), steps=(TxnWrite(2), Produce(1))), "4.4.0")
+    assert p.failure() is None
+    assert "transaction 0 ends: ABORT (left open: the coordinator aborts it at its timeout)" in (
+        p.events
+    )
+    assert p.logs[B] == [(0, 1, 0), (2, 2, 0), (3, 3, 0)]  # data, the write, the marker
+
+
+def test_the_coordinator_aborts_at_the_timeout_and_a_later_write_begins_anew() -> None:
+    steps = (TxnWrite(1), Wait(60), TxnWrite(1), TxnCommit())
+    p = simulate(Schedule(kraft(False), steps=steps), "4.4.0")
+    ended = [e for e in p.events if "ends:" in e]
+    assert ended == [
+        "step 1: transaction 0 ends: ABORT (open longer than transaction.timeout.ms 60 s)",
+        "step 3: transaction 1 ends: COMMIT (the producer's commit)",
+    ]
+    assert p.transactions == 2 and p.failure() is None
+
+
+def test_a_commit_after_a_failed_write_aborts() -> None:
+    # min.insync.replicas 2 with the follower held back: the write times out unacknowledged.
+    steps = (HoldBack(), TxnWrite(2), TxnCommit())
+    p = simulate(Schedule(kraft(False, min_isr=2), steps=steps), "4.4.0")
+    assert "step 1: write 0 not acknowledged (high watermark 0, ISR [2, 3])" in p.events
+    assert any("ends: ABORT (a write failed: the producer can only abort)" in e for e in p.events)
+    assert p.steps[2].targets == {"transaction": 0, "marker": "ABORT"}
+
+
+def test_steps_without_their_precondition_are_skipped() -> None:
+    p = simulate(Schedule(kraft(False), steps=(TxnCommit(), TxnAbort())), "4.4.0")
+    assert [(s.status, s.note) for s in p.steps] == [("skipped", "no transaction is open")] * 2
+    # A new transaction waits for the last one's marker, which waits for a leader.
+    steps = (TxnWrite(1), Kill(B), Kill(C), TxnAbort(), TxnWrite(1))
+    p = simulate(Schedule(kraft(False), steps=steps), "4.4.0")
+    assert p.steps[4].status == "skipped"
+    assert "CONCURRENT_TRANSACTIONS" in p.steps[4].note
+    # Before KIP-98's message format there are no transactions.
+    p = simulate(Schedule(Cluster(replication_factor=2), steps=(TxnWrite(1),)), "0.10.2.2")
+    assert p.steps[0].status == "skipped"
+
+
+def test_the_leader_log_tracks_one_open_transaction_per_producer() -> None:
+    data = [SimBatch(0, 1, 0, "w0", 0), SimBatch(2, 2, 0, "m0.0", 0, True)]
+    assert open_transaction(data) is None
+    assert open_transaction(data[:1]) == 0
+    # A later transaction's marker closes an earlier one left open (one producer id).
+    later = [data[0], SimBatch(2, 3, 1, "w1", 1), SimBatch(4, 4, 1, "m1.0", 1, True)]
+    assert open_transaction(later) is None
+    assert open_transaction([SimBatch(0, 0, 0, "w0"), data[0]]) == 0
+
+
+def test_transactional_steps_round_trip_through_the_file() -> None:
+    schedule = Schedule(kraft(), steps=(TxnWrite(3), TxnCommit(), TxnWrite(1), TxnAbort()))
+    text = dumps(schedule)
+    assert '{"kind": "txn-write", "count": 3}' in text
+    assert '{"kind": "txn-commit"}' in text
+    assert loads(text).steps == schedule.steps

@@ -1,0 +1,251 @@
+"""The transactional steps of a schedule on real brokers: one transactional producer per
+schedule writes to the schedule's partition, commits and aborts (the model's side is
+checkers.simulate.transactions), and after the heal the run waits for every transaction to
+end before it judges whether one hangs.
+
+Each step checks its precondition first and is skipped, saying what it saw: a leader that
+knows it leads, the ISR at min.insync.replicas (a transactional producer retries
+NOT_ENOUGH_REPLICAS until its message timeout, where a `produce` is refused at once), the
+previous transaction's markers written before another begins (the coordinator answers
+CONCURRENT_TRANSACTIONS until then), and a coordinator that can answer and reach the
+partition's leader. The coordinator is not modelled: a step it could not serve is skipped
+here, and the model never sees it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaException
+
+from checkers.simulate.transactions import ABORT, COMMIT, TXN_TIMEOUT_S
+from fixtures.cluster import Cluster
+from fixtures.errors import LogforkError, NotReached
+from fixtures.waiting import WaitTimeout, wait_until
+from observe.stable import StableOffsets, stable_offsets
+from observe.state import partition_state
+from runrecord import schedule_steps as kinds
+from runrecord.history import ABORTED, COMMITTED
+from runrecord.schedule import Schedule
+from runrecord.schedule_roles import Skip
+from suites.scenario import RunContext
+from suites.steps import check_landed
+from suites.transactional import TransactionalProducer
+
+TXN_STATE = "__transaction_state"
+# How often the coordinator looks for transactions past their timeout (default 10 s).
+ABORT_SCAN_MS = 1000
+# What every explore cluster's brokers run with: the coordinator's log in one partition, so
+# that one broker is the coordinator, and kept writable while a single replica of it is
+# left (its default minimum ISR of 2 would stop every transaction once one broker fails).
+BROKER_CONFIG: dict[str, Any] = {
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.min.isr": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ABORT_SCAN_MS,
+}
+TXN_TIMEOUT_MS = int(TXN_TIMEOUT_S * 1000)
+MARKERS_WAIT = 5.0  # for the last transaction's markers to be committed before another
+END_TIMEOUT = 30.0  # for the coordinator to answer a commit or an abort
+STEPS = (kinds.TxnWrite, kinds.TxnCommit, kinds.TxnAbort)
+
+
+def uses_transactions(schedule: Schedule) -> bool:
+    return any(isinstance(s, STEPS) for s in schedule.steps)
+
+
+class Runner(Protocol):
+    """What of a schedule's runner (`suites.explore.actions`) the transactional steps use."""
+
+    ctx: RunContext
+    cluster: Cluster
+    topic: str
+    schedule: Schedule
+
+    def view(self) -> Any: ...
+    def alive(self, broker: Any) -> bool: ...
+    def registered(self, broker: int) -> bool: ...
+    def describe(self, broker: int) -> str: ...
+    def linked(self, a: Any, b: Any) -> bool: ...
+    def own_leader(self, b: int) -> int | None: ...
+
+
+class Transactional:
+    """The schedule's transactional producer, made at its first write."""
+
+    def __init__(self, topic: str, timeout: float, request_timeout: float) -> None:
+        self.id = f"logfork-{topic}"
+        self.timeout = timeout  # a write's, acknowledged or failed
+        self.request_timeout = request_timeout
+        self.producer: TransactionalProducer | None = None
+        self.open = False
+        self.began = 0.0  # when the transaction open or last ended began
+        self.written = 0  # batches written
+
+    def client(self, run: Runner) -> TransactionalProducer:
+        if self.producer is None:
+            conf = {
+                "linger.ms": 2000,  # every record of a step in one batch until flush()
+                "batch.num.messages": kinds.MAX_COUNT,
+                "request.timeout.ms": int(self.request_timeout * 1000),
+                "message.timeout.ms": int(self.timeout * 1000),
+            }
+            self.producer = TransactionalProducer(
+                run.cluster, run.ctx.history, self.id, timeout_ms=TXN_TIMEOUT_MS, **conf
+            )
+        return self.producer
+
+    def begin(self, run: Runner) -> TransactionalProducer:
+        """Begin a transaction. A producer the coordinator fenced (it aborted a transaction
+        at its timeout and bumped the epoch) is made again, as an application would."""
+        producer = self.client(run)
+        try:
+            producer.begin()
+        except KafkaException as exc:
+            run.ctx.timeline.record("note", "transactional-producer-renewed", error=str(exc))
+            begun = producer.count
+            self.close()
+            producer = self.client(run)
+            producer.count = begun  # its transactions' labels go on where they were
+            producer.begin()
+        self.open, self.began = True, time.time()
+        return producer
+
+    def close(self) -> None:
+        """Without ending an open transaction: the coordinator aborts it at its timeout."""
+        if self.producer is not None:
+            self.producer.close()
+            self.producer = None
+
+
+def _coordinator(run: Runner, leader: int) -> None:
+    """Skip unless the coordinator (the leader of the one partition of its log) can answer
+    and reach the partition's leader with its markers. Before the first transaction its log
+    does not exist: the first FindCoordinator creates it."""
+    try:
+        state = partition_state(run.cluster, TXN_STATE, 0)
+    except LogforkError:
+        return
+    except Exception as exc:  # ZooKeeper mode: no znode yet (kazoo's NoNodeError)
+        if type(exc).__name__ == "NoNodeError":
+            return
+        raise
+    c = state.leader
+    if c is None or c < 0:
+        raise Skip(f"the transaction coordinator's log {TXN_STATE}-0 has no leader")
+    if not run.alive(c) or not run.registered(c):
+        raise Skip(f"the transaction coordinator: {run.describe(c)}")
+    if c != leader and not run.linked(c, leader):
+        raise Skip(f"the transaction coordinator, broker {c}, is cut off from leader {leader}")
+
+
+def _markers_pending(run: Runner) -> StableOffsets | None:
+    """The partition's offsets while its last stable offset stays below its high watermark
+    (the last transaction's markers not all committed) for MARKERS_WAIT; None once it
+    reaches it."""
+    try:
+        wait_until(
+            lambda: stable_offsets(run.cluster, run.topic),
+            lambda seen: not seen.stuck,
+            what="the last transaction's markers",
+            timeout=MARKERS_WAIT,
+        )
+    except WaitTimeout as exc:
+        if isinstance(exc.last, StableOffsets):
+            return exc.last
+        raise NotReached("the partition's last stable offset, from its leader", exc.last) from None
+    return None
+
+
+def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[str, Any], float]:
+    if not run.cluster.release.at_least(0, 11):
+        raise Skip("transactions need Kafka 0.11 (KIP-98)")
+    view = run.view()
+    leader = view.leader
+    if leader is None:
+        raise Skip("the partition has no leader (offline)")
+    if not run.alive(leader):
+        raise Skip(run.describe(leader))
+    seen = run.own_leader(leader)
+    if seen != leader:
+        raise Skip(f"broker {leader} does not know it leads (its metadata says leader {seen})")
+    min_isr = run.schedule.cluster.topic_config.min_insync_replicas
+    if len(view.isr) < min_isr:
+        raise Skip(f"ISR {list(view.isr)} below min.insync.replicas={min_isr}")
+    if not txn.open:
+        behind = _markers_pending(run)
+        if behind is not None:
+            raise Skip(
+                f"the coordinator still writes the last transaction's markers ({behind}): "
+                "CONCURRENT_TRANSACTIONS"
+            )
+    _coordinator(run, leader)
+    producer = txn.begin(run) if not txn.open else txn.client(run)
+    tag = f"t{txn.written}"
+    for i in range(step.count):
+        producer.send(run.topic, 0, f"{tag}-{i}", f"{run.topic}-{tag}-{i}")
+    sends = producer.flush(txn.timeout + 10)[-step.count :]  # this step's, of the transaction's
+    txn.written += 1
+    errors = sorted({s.error for s in sends if s.error})
+    offsets = [s.offset for s in sends if s.offset is not None]
+    acknowledged = not errors and len(offsets) == step.count
+    for send in sends:
+        send.broker = leader
+    check_landed(run.cluster, leader, [s for s in sends if s.offset is not None])
+    run.ctx.timeline.record(
+        "note",
+        "batch",
+        topic=run.topic,
+        broker=leader,
+        acks="all",
+        transaction=producer.label,
+        first=offsets[0] if offsets else None,
+        last=offsets[-1] if offsets else None,
+        acknowledged=acknowledged,
+        errors=errors,
+    )
+    waits = txn.request_timeout if not acknowledged else 0.0
+    return {"to": leader, "acknowledged": acknowledged, "transaction": producer.label}, waits
+
+
+def end(run: Runner, txn: Transactional, kind: str) -> tuple[dict[str, Any], float]:
+    """Commit or abort the open transaction. A commit the producer cannot make (one of its
+    writes failed) becomes an abort, as the model has it."""
+    if not txn.open:
+        raise Skip("no transaction is open")
+    view = run.view()
+    if view.leader is not None:
+        _coordinator(run, view.leader)
+    producer = txn.client(run)
+    label = producer.label
+    outcome = producer.commit(END_TIMEOUT) if kind == COMMIT else producer.abort(END_TIMEOUT)
+    if outcome not in (COMMITTED, ABORTED):
+        raise NotReached(f"the coordinator answering the {kind.lower()} of {label}", outcome)
+    txn.open = False
+    marker = COMMIT if outcome == COMMITTED else ABORT
+    run.ctx.timeline.record("note", "transaction-ended", transaction=label, marker=marker)
+    return {"transaction": label, "marker": marker}, 0.0
+
+
+def await_transactions_ended(run: Runner, txn: Transactional) -> StableOffsets | None:
+    """After the heal: the producer goes away, and the run waits until the partition's last
+    stable offset reaches its high watermark, or until the coordinator has had the time to
+    abort what is left open (its timeout and two abort scans past the last transaction's
+    start). The offsets seen last; None for a schedule without a transaction."""
+    if txn.written == 0:
+        return None
+    txn.close()
+    deadline = txn.began + TXN_TIMEOUT_S + 2 * ABORT_SCAN_MS / 1000 + 2
+
+    def probe() -> tuple[float, StableOffsets]:
+        return time.time(), stable_offsets(run.cluster, run.topic)
+
+    _, offsets = wait_until(
+        probe,
+        lambda seen: seen[0] >= deadline or not seen[1].stuck,
+        what="every transaction to end",
+        timeout=max(deadline - time.time(), 0) + 60,
+        describe=lambda seen: str(seen[1]),
+    )
+    run.ctx.timeline.record("note", "transactions-ended", offsets=str(offsets))
+    return offsets
