@@ -89,6 +89,33 @@ def test_replay_of_a_kraft_failover(kafka_target, logfork_runs, capsys):
 
 
 @pytest.mark.cluster
+def test_replay_of_a_dropped_transaction_marker(kafka_target, logfork_runs, capsys):
+    """KAFKA-20716 as a schedule: the COMMIT marker reaches the leader alone, and the
+    follower without it comes back and is elected uncleanly. Once the transaction timeout
+    has passed, clients see the last stable offset stopped at the transaction, and the disk
+    audit finds it open: both readings, the model agreeing. `logfork audit` of the run names
+    it too, aged against the time the run judged it."""
+    if kafka_target.mode != "kraft":
+        pytest.skip("a KRaft schedule")
+    schedule = SCHEDULES / "kraft-dropped-marker.json"
+    args = ["replay", str(schedule), "--kafka-version", kafka_target.kafka]
+    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "model and brokers agree: yes" in out
+    run_dir = Path(_printed(out, "run directory")[0])
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert verdict["outcome"] == "reproduced", out
+    steps = verdict["details"]["steps"]
+    assert [s["status"] for s in steps] == ["done"] * 5, out
+    assert steps[2]["targets"]["marker"] == "COMMIT"
+    seen = verdict["details"]["judgement"]["evidence"]["partitions"]["0"]
+    assert seen["hanging"] == [0] and seen["stable"].startswith("last stable offset 0,"), seen
+    assert cli.main(["audit", str(run_dir)]) == 1
+    assert "HANGING transaction" in capsys.readouterr().out
+
+
+@pytest.mark.cluster
 def test_replay_of_a_held_alter_partition(kafka_target, logfork_runs, capsys):
     """The leader's AlterPartition held while its follower falls behind: the shrink does not
     reach the controller, so an acks=all write times out; the heal delivers it late, the

@@ -29,7 +29,7 @@ from checkers.simulate.state import (
     Write,
     differ,
 )
-from checkers.simulate.transactions import ABORT, COMMIT
+from checkers.simulate.transactions import ABORT, COMMIT, FAILED_TXN
 from runrecord.schedule import (
     ACTIVE,
     QUORUM,
@@ -169,6 +169,8 @@ class Simulator(ControlPlane):
         NOT_ENOUGH_REPLICAS, where a `produce` step is refused at once."""
         if self.v1:
             raise Skip("transactions need message format v2 (Kafka 0.11, KIP-98)")
+        if self.txn is not None and self.txn.failed:
+            raise Skip(FAILED_TXN)
         pending = self.pending_markers()
         if self.txn is None and pending:
             raise Skip(

@@ -33,6 +33,9 @@ from checkers.simulate.state import LEADER, SimBatch
 # the coordinator aborts the transaction and bumps the producer's epoch.
 TXN_TIMEOUT_S = 60.0
 COMMIT, ABORT = "COMMIT", "ABORT"
+# A transaction one of whose writes failed takes no more writes: the producer must abort it
+# (librdkafka refuses to produce in the abortable error state, KIP-98).
+FAILED_TXN = "a write of the open transaction failed: the producer can only abort it"
 
 
 @dataclass

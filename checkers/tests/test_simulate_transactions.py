@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from checkers.simulate import simulate
 from checkers.simulate.state import SimBatch
-from checkers.simulate.transactions import open_transaction
+from checkers.simulate.transactions import FAILED_TXN, open_transaction
 from runrecord.outcome import HANGING
 from runrecord.schedule import (
     Cluster,
@@ -121,3 +121,10 @@ def test_transactional_steps_round_trip_through_the_file() -> None:
     assert '{"kind": "txn-write", "count": 3}' in text
     assert '{"kind": "txn-commit"}' in text
     assert loads(text).steps == schedule.steps
+
+
+def test_a_failed_transaction_takes_no_more_writes() -> None:
+    steps = (HoldBack(), TxnWrite(2), TxnWrite(1), TxnAbort(), TxnWrite(1))
+    p = simulate(Schedule(kraft(False, min_isr=2), steps=steps), "4.4.0")
+    assert [s.status for s in p.steps] == ["done", "done", "skipped", "done", "skipped"]
+    assert p.steps[2].note == FAILED_TXN

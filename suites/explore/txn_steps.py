@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaException
 
-from checkers.simulate.transactions import ABORT, COMMIT, TXN_TIMEOUT_S
+from checkers.simulate.transactions import ABORT, COMMIT, FAILED_TXN, TXN_TIMEOUT_S
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
@@ -79,6 +79,7 @@ class Transactional:
         self.request_timeout = request_timeout
         self.producer: TransactionalProducer | None = None
         self.open = False
+        self.failed = False  # a write of the open transaction was not acknowledged
         self.began = 0.0  # when the transaction open or last ended began
         self.written = 0  # batches written
 
@@ -108,7 +109,7 @@ class Transactional:
             producer = self.client(run)
             producer.count = begun  # its transactions' labels go on where they were
             producer.begin()
-        self.open, self.began = True, time.time()
+        self.open, self.failed, self.began = True, False, time.time()
         return producer
 
     def close(self) -> None:
@@ -160,6 +161,8 @@ def _markers_pending(run: Runner) -> StableOffsets | None:
 def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[str, Any], float]:
     if not run.cluster.release.at_least(0, 11):
         raise Skip("transactions need Kafka 0.11 (KIP-98)")
+    if txn.open and txn.failed:
+        raise Skip(FAILED_TXN)
     view = run.view()
     leader = view.leader
     if leader is None:
@@ -189,6 +192,7 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
     errors = sorted({s.error for s in sends if s.error})
     offsets = [s.offset for s in sends if s.offset is not None]
     acknowledged = not errors and len(offsets) == step.count
+    txn.failed |= not acknowledged
     for send in sends:
         send.broker = leader
     check_landed(run.cluster, leader, [s for s in sends if s.offset is not None])
