@@ -41,9 +41,11 @@ HANGING = "hanging-transaction"
 # committed, or a record of one that aborted (KAFKA-17754).
 TORN_TRANSACTION = "torn-transaction"
 ABORTED_READ = "aborted-read"
+# One idempotent write appended twice to a replica (checkers.transactions).
+DUPLICATE_SEQUENCE = "duplicate-sequence"
 SYMPTOM_KINDS = (
     CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING,
-    TORN_TRANSACTION, ABORTED_READ,
+    TORN_TRANSACTION, ABORTED_READ, DUPLICATE_SEQUENCE,
 )  # fmt: skip
 
 

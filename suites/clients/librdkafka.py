@@ -8,14 +8,42 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from fixtures.errors import LogforkError
+from fixtures.waiting import WaitTimeout, wait_until
 from suites.clients.api import Result, TxnAborted, TxnFailed
+
+INIT_TIMEOUT = 60.0
+INIT_ATTEMPT = 15.0  # one InitProducerId's own timeout
 
 
 class LibrdkafkaClient:
     def __init__(self, conf: dict[str, Any]) -> None:
         self._producer = Producer(conf)
         self._results: list[list[Any]] = []
-        self._producer.init_transactions(60)
+        self._init(INIT_TIMEOUT)
+
+    def _init(self, timeout: float) -> None:
+        """InitProducerId, again while the coordinator answers with a retriable error: it
+        answers CONCURRENT_TRANSACTIONS while it is still ending the transactional id's last
+        transaction (its markers not all written), and librdkafka hands that back to the
+        application to retry (rd_kafka_init_transactions: "the application may call it
+        again")."""
+
+        def attempt() -> str | None:
+            """None once initialised; the error, where it is not one to retry."""
+            try:
+                self._producer.init_transactions(INIT_ATTEMPT)
+            except KafkaException as exc:
+                if exc.args[0].retriable():
+                    raise  # not yet, to wait_until
+                return str(exc)
+            return None
+
+        try:
+            error = wait_until(attempt, lambda _: True, what="InitProducerId", timeout=timeout)
+        except WaitTimeout as exc:
+            raise TxnFailed(f"init_transactions: {exc.last}") from None
+        if error is not None:
+            raise TxnFailed(f"init_transactions: {error}")
 
     def begin(self) -> None:
         self._producer.begin_transaction()

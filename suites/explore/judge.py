@@ -17,10 +17,12 @@ Per partition, in this order:
    leader that the log has fenced, or not registered, at that offset (KAFKA-19522, 4.0.x:
    a fenced last known leader elected under KIP-966).
 3. Replicas converge: no divergence on disk.
-4. No transaction hangs: once every transaction had time to end (its timeout, and the
+4. Transactions: none hangs: once every transaction had time to end (its timeout, and the
    coordinator's abort scan), none is open on a replica's disk and the last stable offset
    clients are given reaches the high watermark (KAFKA-20716: an unclean election that drops
    a marker). The two readings must agree; where they do not, the partition is not judged.
+   And no transaction is torn across replicas (COMMIT on one, ABORT on another), no
+   idempotent write appended twice (checkers.transactions).
 5. No acknowledged acks=all write is lost, unless a rule allows it:
    - an unclean election, where the topic enables them, may lose acknowledged writes;
    - power loss (KIP-966): in ZooKeeper mode and in KRaft before 4.1 no broker handles an
@@ -45,12 +47,14 @@ from runrecord.outcome import CONSISTENT, Outcome, Symptom, high_watermark_claus
 from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
+    DUPLICATE,
     EPOCH_REGRESSION,
     FENCED_LEADER,
     HANGING,
     LOST,
     METADATA_DIVERGED,
     STUCK,
+    TORN,
     UNJUDGED,
     Judgement,
 )
@@ -93,6 +97,8 @@ class Observed:
     # clients saw of the schedule's partition once every transaction had time to end (its
     # last stable offset below its high watermark: `stable_stuck`); None: not asked.
     hanging: list[int] = field(default_factory=list)
+    torn: list[int] = field(default_factory=list)  # marker offsets of torn transactions
+    duplicates: list[int] = field(default_factory=list)  # first offsets of writes appended twice
     stable: str | None = None
     stable_stuck: bool | None = None
 
@@ -210,6 +216,19 @@ def judge_partition(
             "timeout, its marker gone, so read_committed consumers stop there for good",
             None,
         )
+    if seen.torn:
+        return (
+            TORN,
+            f"a transaction's marker is a COMMIT on some replicas and an ABORT on others (at "
+            f"offset {seen.torn[0]})",
+            None,
+        )
+    if seen.duplicates:
+        return (
+            DUPLICATE,
+            f"an idempotent write appended twice to a replica (first at {seen.duplicates[0]})",
+            None,
+        )
     rule: str | None = None
     if seen.durable_lost:
         allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
@@ -272,6 +291,8 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "epoch_regressions": seen.epoch_regressions,
         "metadata_diverged": seen.metadata_diverged,
         "hanging": seen.hanging,
+        "torn": seen.torn,
+        "duplicates": seen.duplicates,
         "stable": seen.stable,
         "unclean_elections": unclean_elections(seen.states),
         "recovering": recovering(seen.states),

@@ -486,14 +486,14 @@ def _observe(
     replicas = sorted(live.assignment)
     checks: dict[int, dict[str, Any] | None] = {}
     regressions: dict[int, list[str]] = {}
-    hanging: dict[int, list[int]] = {}
+    txns: dict[int, Any] = {}  # partition -> the audit's TransactionFindings
     now_ms = int(time.time() * 1000)
 
     def on_partition(tp: tuple[str, int], _replicas: Any, lineages: Any, verdict: Any) -> None:
         if tp[0] != topic or verdict is None:
             return
         regressions[tp[1]] = epoch_regressions(lineages)
-        hanging[tp[1]] = [h.first_offset for h in verdict.transactions.hanging]
+        txns[tp[1]] = verdict.transactions
         by_id = {lin.broker_id: lin for lin in lineages}
         leader = states[tp[1]][-1].leader if states.get(tp[1]) else None
         reference = by_id.get(leader) if leader is not None else None
@@ -557,7 +557,9 @@ def _observe(
             else [(e.offset, e.leader) for e in metadata.history(topic, p) if e.leader_fenced],
             epoch_regressions=regressions.get(p, []),
             metadata_diverged=metadata_split if p == SCHEDULE_PARTITION else None,
-            hanging=hanging.get(p, []),
+            hanging=[h.first_offset for h in txns[p].hanging] if p in txns else [],
+            torn=[t.marker_offset for t in txns[p].torn] if p in txns else [],
+            duplicates=[d.first_offset for d in txns[p].duplicates] if p in txns else [],
             stable=str(stable) if stable is not None and p == SCHEDULE_PARTITION else None,
             stable_stuck=stable.stuck if stable is not None and p == SCHEDULE_PARTITION else None,
         )

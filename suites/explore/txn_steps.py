@@ -183,11 +183,14 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
                 "CONCURRENT_TRANSACTIONS"
             )
     _coordinator(run, leader)
-    producer = txn.begin(run) if not txn.open else txn.client(run)
-    tag = f"t{txn.written}"
-    for i in range(step.count):
-        producer.send(run.topic, 0, f"{tag}-{i}", f"{run.topic}-{tag}-{i}")
-    sends = producer.flush(txn.timeout + 10)[-step.count :]  # this step's, of the transaction's
+    try:
+        producer = txn.begin(run) if not txn.open else txn.client(run)
+        tag = f"t{txn.written}"
+        for i in range(step.count):
+            producer.send(run.topic, 0, f"{tag}-{i}", f"{run.topic}-{tag}-{i}")
+        sends = producer.flush(txn.timeout + 10)[-step.count :]  # this step's, of its txn's
+    except (KafkaException, LogforkError) as exc:  # the client's errors, TxnFailed among them
+        raise NotReached("the transactional producer writing to the leader", str(exc)) from None
     txn.written += 1
     errors = sorted({s.error for s in sends if s.error})
     offsets = [s.offset for s in sends if s.offset is not None]

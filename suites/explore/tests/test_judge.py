@@ -8,12 +8,14 @@ from fixtures.releases import Release
 from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
+    DUPLICATE,
     EPOCH_REGRESSION,
     FENCED_LEADER,
     HANGING,
     LOST,
     METADATA_DIVERGED,
     STUCK,
+    TORN,
     UNJUDGED,
 )
 from suites.explore.judge import (
@@ -198,3 +200,10 @@ def test_clients_and_disk_disagreeing_on_a_hang_is_not_judged() -> None:
     # A background partition has no client reading: the disk alone speaks.
     j = judge({0: clean(), 1: clean(hanging=[7])}, unclean_enabled=True, **KRAFT_43)
     assert j.failure == HANGING + BACKGROUND
+
+
+def test_torn_transactions_and_duplicate_writes_on_disk_are_findings() -> None:
+    j = judge({0: clean(torn=[8]), 1: clean()}, unclean_enabled=False, **KRAFT_43)
+    assert j.failure == TORN and "COMMIT on some replicas and an ABORT on others" in j.summary
+    j = judge({0: clean(), 1: clean(duplicates=[5])}, unclean_enabled=False, **KRAFT_43)
+    assert j.failure == DUPLICATE + BACKGROUND
