@@ -29,6 +29,7 @@ from runrecord import schedule_steps as kinds
 from runrecord.history import ABORTED, COMMITTED
 from runrecord.schedule import Schedule
 from runrecord.schedule_roles import Skip
+from suites.clients.api import TxnFailed
 from suites.scenario import RunContext
 from suites.steps import check_landed
 from suites.transactional import TransactionalProducer
@@ -91,9 +92,13 @@ class Transactional:
                 "request.timeout.ms": int(self.request_timeout * 1000),
                 "message.timeout.ms": int(self.timeout * 1000),
             }
-            self.producer = TransactionalProducer(
-                run.cluster, run.ctx.history, self.id, timeout_ms=TXN_TIMEOUT_MS, **conf
-            )
+            try:
+                self.producer = TransactionalProducer(
+                    run.cluster, run.ctx.history, self.id, timeout_ms=TXN_TIMEOUT_MS, **conf
+                )
+            except TxnFailed as exc:
+                # Nothing reached the partition: the step did not run.
+                raise Skip(f"the coordinator did not initialise the producer ({exc})") from None
         return self.producer
 
     def begin(self, run: Runner) -> TransactionalProducer:
@@ -119,10 +124,13 @@ class Transactional:
             self.producer = None
 
 
-def _coordinator(run: Runner, leader: int) -> None:
-    """Skip unless the coordinator (the leader of the one partition of its log) can answer
-    and reach the partition's leader with its markers. Before the first transaction its log
-    does not exist: the first FindCoordinator creates it."""
+def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
+    """Skip unless the coordinator (the leader of the one partition of its log) can answer:
+    it runs, and every member of its log's ISR is up and linked to it (it logs each state
+    change with acks=all, and a follower cut off stays in the ISR for
+    replica.lag.time.max.ms meanwhile). With `markers`, it must also reach the partition's
+    leader. Before the first transaction its log does not exist: the first FindCoordinator
+    creates it."""
     try:
         state = partition_state(run.cluster, TXN_STATE, 0)
     except LogforkError:
@@ -136,7 +144,13 @@ def _coordinator(run: Runner, leader: int) -> None:
         raise Skip(f"the transaction coordinator's log {TXN_STATE}-0 has no leader")
     if not run.alive(c) or not run.registered(c):
         raise Skip(f"the transaction coordinator: {run.describe(c)}")
-    if c != leader and not run.linked(c, leader):
+    for m in state.isr:
+        if m != c and not (run.alive(m) and run.linked(m, c)):
+            raise Skip(
+                f"the transaction coordinator, broker {c}, cannot log a change: broker {m} of "
+                f"its log's ISR {list(state.isr)} is paused or cut off from it"
+            )
+    if markers and c != leader and not run.linked(c, leader):
         raise Skip(f"the transaction coordinator, broker {c}, is cut off from leader {leader}")
 
 
@@ -182,7 +196,7 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
                 f"the coordinator still writes the last transaction's markers ({behind}): "
                 "CONCURRENT_TRANSACTIONS"
             )
-    _coordinator(run, leader)
+    _coordinator(run, leader, markers=False)
     try:
         producer = txn.begin(run) if not txn.open else txn.client(run)
         tag = f"t{txn.written}"
@@ -222,7 +236,7 @@ def end(run: Runner, txn: Transactional, kind: str) -> tuple[dict[str, Any], flo
         raise Skip("no transaction is open")
     view = run.view()
     if view.leader is not None:
-        _coordinator(run, view.leader)
+        _coordinator(run, view.leader, markers=True)
     producer = txn.client(run)
     label = producer.label
     outcome = producer.commit(END_TIMEOUT) if kind == COMMIT else producer.abort(END_TIMEOUT)
