@@ -86,6 +86,7 @@ class ScheduleRun:
     waits: float = 0.0  # what the protocol made it wait (session timeouts, wait steps, ...)
     checkpoint_wait: float = 0.0  # of `waits`, for a high watermark checkpoint after the heal
     fresh_cluster: str | None = None  # why a cluster was started for it
+    txns_judged_ms: int | None = None  # when its transactions were judged (RunInfo)
 
     @property
     def failure(self) -> str | None:
@@ -311,6 +312,7 @@ def _run(
     record.write_verdict(verdict)
     info.finished, info.outcome = time.time(), verdict.outcome
     info.as_expected, info.boot = verdict.as_expected, cluster.boot
+    info.txns_judged_ms = result.txns_judged_ms
     record.write_run(info)
     record.write_cluster(cluster.info())
     return result
@@ -404,7 +406,9 @@ def _body(
         )
     timeline.phase("check")
     copy_evidence(cluster, topic, ctx.run, node_marks)
-    observed = _observe(ctx, topic, convergence, states, live, stable)
+    if txn_steps.uses_transactions(schedule):
+        result.txns_judged_ms = int(time.time() * 1000)  # run.json keeps it, for the audit
+    observed = _observe(ctx, topic, convergence, states, live, stable, result.txns_judged_ms)
     shape_topic = shape.topic_config
     judgement = judge(
         observed,
@@ -475,6 +479,7 @@ def _observe(
     states: dict[int, list[Any]],
     live: Live,
     stable: StableOffsets | None = None,
+    now_ms: int | None = None,
 ) -> dict[int, Observed]:
     """Each partition as the judge reads it: convergence, the audit of the copied logs,
     acknowledged acks=all writes missing from its leader's log, power losses' drops, and
@@ -487,7 +492,6 @@ def _observe(
     checks: dict[int, dict[str, Any] | None] = {}
     regressions: dict[int, list[str]] = {}
     txns: dict[int, Any] = {}  # partition -> the audit's TransactionFindings
-    now_ms = int(time.time() * 1000)
 
     def on_partition(tp: tuple[str, int], _replicas: Any, lineages: Any, verdict: Any) -> None:
         if tp[0] != topic or verdict is None:
@@ -501,10 +505,6 @@ def _observe(
 
     # Open transactions are aged against the time of judging, not their partition's newest
     # write: a hang is a transaction nothing came after.
-    if txn_steps.uses_transactions(live.schedule):
-        info = ctx.run.run_info()
-        info.txns_judged_ms = now_ms  # so that `logfork audit` of the run ages them alike
-        ctx.run.write_run(info)
     plan = plan_audit([ctx.run.path], topic, (), txn_steps.TXN_TIMEOUT_MS, now_ms)
     run = execute(plan, release.protocol, on_partition)
     ctx.run.write_audit(run.result.to_dict())
