@@ -28,14 +28,17 @@ the outcomes where a crash came after a checkpoint.
 
 The package, layer on layer: `state` (the replicas, brokers and controller view; topology;
 appending and truncating logs), `replication` (truncation by the protocol's rules,
-fetching, high watermarks), `controller` (sessions, the controller's elections and ISR
-changes, LeaderAndIsr, `settle` and `advance`), `steps` (`Simulator`: the schedule's steps,
-`finish`, and `simulate`), `prediction` (the judgement: `Prediction`).
+fetching, high watermarks), `transactions` (the schedule's transactional producer, its
+coordinator's markers and their steps), `controller` (sessions, the controller's elections
+and ISR changes, LeaderAndIsr, `settle` and `advance`), `steps` (`Simulator`: the
+schedule's other steps and `finish`), `runs` (`simulate`, `checkpoint_variants`),
+`prediction` (the judgement: `Prediction`).
 """
 
 from checkers.simulate.prediction import Prediction
+from checkers.simulate.runs import checkpoint_variants, simulate
 from checkers.simulate.state import SimBatch, SimOptions, SimulationError, StepRecord, Write
-from checkers.simulate.steps import Simulator, checkpoint_variants, simulate
+from checkers.simulate.steps import Simulator
 
 __all__ = [
     "Prediction",

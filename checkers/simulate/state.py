@@ -45,7 +45,7 @@ class SimOptions:
     # up with its high watermark. Kafka writes the checkpoint every
     # replica.high.watermark.checkpoint.interval.ms whatever the steps do; the model takes
     # steps to follow each other faster than that (see the package), and these are the
-    # crashes where that may not have held (`checkers.simulate.steps.checkpoint_variants`).
+    # crashes where that may not have held (`checkers.simulate.runs.checkpoint_variants`).
     checkpoint_before: frozenset[int] = frozenset()
     # ZooKeeper mode: (step, broker) for each step after which the brokers had another
     # controller. When /controller goes, every live broker races to create it (and before

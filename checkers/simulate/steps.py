@@ -8,9 +8,7 @@ lets the replicas converge and predicts the outcome (checkers.simulate.predictio
 from __future__ import annotations
 
 import copy
-import dataclasses
-import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from checkers.protocol import Protocol
@@ -24,12 +22,11 @@ from checkers.simulate.state import (
     STOPPED,
     SimBatch,
     SimOptions,
-    SimulationError,
     StepRecord,
     Write,
     differ,
 )
-from checkers.simulate.transactions import ABORT, COMMIT, FAILED_TXN
+from checkers.simulate.transactions import ABORT
 from runrecord.schedule import (
     ACTIVE,
     QUORUM,
@@ -50,11 +47,7 @@ from runrecord.schedule import (
     Restart,
     Resume,
     Role,
-    Schedule,
     Step,
-    TxnAbort,
-    TxnCommit,
-    TxnWrite,
     Wait,
 )
 from runrecord.schedule_roles import (
@@ -160,50 +153,6 @@ class Simulator(ControlPlane):
 
     def _do_produce(self, step: Produce) -> dict[str, Any]:
         return self._write(step.count, step.acks, step.to)
-
-    def _do_txnwrite(self, step: TxnWrite) -> dict[str, Any]:
-        """A write within the transaction (begun here if none is open). A transaction is
-        begun only once the coordinator is done with the last one (it answers
-        CONCURRENT_TRANSACTIONS until every marker is written), and a write is sent only
-        with the ISR at min.insync.replicas: a transactional producer retries
-        NOT_ENOUGH_REPLICAS, where a `produce` step is refused at once."""
-        if self.v1:
-            raise Skip("transactions need message format v2 (Kafka 0.11, KIP-98)")
-        if self.txn is not None and self.txn.failed:
-            raise Skip(FAILED_TXN)
-        pending = self.pending_markers()
-        if self.txn is None and pending:
-            raise Skip(
-                f"the coordinator still writes the {pending[0].kind} marker of transaction "
-                f"{pending[0].txn} (CONCURRENT_TRANSACTIONS)"
-            )
-        min_isr = self.cluster.topic_config.min_insync_replicas
-        if self.ctl.leader is not None and len(self.ctl.isr) < min_isr:
-            raise Skip(f"ISR {self.ctl.isr} below min.insync.replicas={min_isr}")
-        begin = self.txn is None
-        txn = self.txns if self.txn is None else self.txn.id
-        targets = self._write(step.count, "all", Role.LEADER, txn, begin=begin)
-        write = self.writes[-1]
-        if self.txn is not None and self.txn.id == txn:  # not timed out while it waited
-            self.txn.writes.append(write.id)
-            self.txn.failed |= not write.acknowledged
-        return {**targets, "transaction": txn}
-
-    def _do_txncommit(self, step: TxnCommit) -> dict[str, Any]:
-        return self._end_txn(COMMIT)
-
-    def _do_txnabort(self, step: TxnAbort) -> dict[str, Any]:
-        return self._end_txn(ABORT)
-
-    def _end_txn(self, kind: str) -> dict[str, Any]:
-        if self.txn is None:
-            raise Skip("no transaction is open")
-        why = "the producer's " + kind.lower()
-        if kind == COMMIT and self.txn.failed:
-            kind, why = ABORT, "a write failed: the producer can only abort"
-        marker = self.end_txn(kind, why)
-        self.settle()
-        return {"transaction": marker.txn, "marker": kind}
 
     def _write(
         self, count: int, acks: str, to: Any, txn: int | None = None, *, begin: bool = False
@@ -559,48 +508,3 @@ class Simulator(ControlPlane):
 
     def copy(self) -> Simulator:
         return copy.deepcopy(self)
-
-
-def simulate(
-    schedule: Schedule | Iterable[Step],
-    protocol: Protocol | str,
-    *,
-    cluster: Cluster | None = None,
-    options: SimOptions | None = None,
-) -> Prediction:
-    """Run every step of a schedule, heal, converge, and predict the outcome."""
-    if isinstance(schedule, Schedule):
-        cluster, steps = schedule.cluster, list(schedule.steps)
-    else:
-        steps = list(schedule)
-        if cluster is None:
-            raise SimulationError("steps without a schedule need a cluster")
-    sim = Simulator(cluster, protocol, options)
-    for step in steps:
-        sim.apply(step)
-    return sim.finish()
-
-
-# Crashes varied by `checkpoint_variants`: 2**n simulations; a schedule with more crashes
-# has its first ones varied.
-MAX_VARIED_CRASHES = 6
-
-
-def checkpoint_variants(
-    schedule: Schedule, protocol: Protocol | str, *, options: SimOptions | None = None
-) -> Iterator[tuple[tuple[int, ...], Prediction]]:
-    """The schedule simulated again for each non-empty set of its crashes (SIGKILL, power
-    loss) that come with a high watermark checkpoint caught up with the high watermark, as
-    when the steps before a crash took longer than replica.high.watermark.checkpoint.
-    interval.ms. Those are outcomes Kafka may reach as well as `simulate`'s: which one it
-    reaches is timing the schedule does not control."""
-    crashes = [
-        i
-        for i, step in enumerate(schedule.steps)
-        if isinstance(step, PowerLoss) or (isinstance(step, Kill) and step.signal == "SIGKILL")
-    ][:MAX_VARIED_CRASHES]
-    base = options or SimOptions()
-    for size in range(1, len(crashes) + 1):
-        for chosen in itertools.combinations(crashes, size):
-            varied = dataclasses.replace(base, checkpoint_before=frozenset(chosen))
-            yield chosen, simulate(schedule, protocol, options=varied)

@@ -25,9 +25,12 @@ offset never reaches the high watermark.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from checkers.simulate.replication import Replication
 from checkers.simulate.state import LEADER, SimBatch
+from runrecord.schedule import Role, TxnAbort, TxnCommit, TxnWrite
+from runrecord.schedule_roles import Skip
 
 # The schedule's transactional producer's transaction.timeout.ms, as a run sets it: past it
 # the coordinator aborts the transaction and bumps the producer's epoch.
@@ -81,6 +84,62 @@ class Transactions(Replication):
         self._event(f"transaction {self.txn.id} ends: {kind} ({why})")
         self.txn = None
         return marker
+
+    # -- the steps -------------------------------------------------------------------------
+
+    def _do_txnwrite(self, step: TxnWrite) -> dict[str, Any]:
+        """A write within the transaction (begun here if none is open). A transaction is
+        begun only once the coordinator is done with the last one (it answers
+        CONCURRENT_TRANSACTIONS until every marker is written), and a write is sent only
+        with the ISR at min.insync.replicas: a transactional producer retries
+        NOT_ENOUGH_REPLICAS, where a `produce` step is refused at once."""
+        if self.v1:
+            raise Skip("transactions need message format v2 (Kafka 0.11, KIP-98)")
+        if self.txn is not None and self.txn.failed:
+            raise Skip(FAILED_TXN)
+        pending = self.pending_markers()
+        if self.txn is None and pending:
+            raise Skip(
+                f"the coordinator still writes the {pending[0].kind} marker of transaction "
+                f"{pending[0].txn} (CONCURRENT_TRANSACTIONS)"
+            )
+        min_isr = self.cluster.topic_config.min_insync_replicas
+        if self.ctl.leader is not None and len(self.ctl.isr) < min_isr:
+            raise Skip(f"ISR {self.ctl.isr} below min.insync.replicas={min_isr}")
+        begin = self.txn is None
+        txn = self.txns if self.txn is None else self.txn.id
+        targets = self._write(step.count, "all", Role.LEADER, txn, begin=begin)
+        write = self.writes[-1]
+        if self.txn is not None and self.txn.id == txn:  # not timed out while it waited
+            self.txn.writes.append(write.id)
+            self.txn.failed |= not write.acknowledged
+        return {**targets, "transaction": txn}
+
+    def _do_txncommit(self, step: TxnCommit) -> dict[str, Any]:
+        return self._end_txn(COMMIT)
+
+    def _do_txnabort(self, step: TxnAbort) -> dict[str, Any]:
+        return self._end_txn(ABORT)
+
+    def _end_txn(self, kind: str) -> dict[str, Any]:
+        if self.txn is None:
+            raise Skip("no transaction is open")
+        why = "the producer's " + kind.lower()
+        if kind == COMMIT and self.txn.failed:
+            kind, why = ABORT, "a write failed: the producer can only abort"
+        marker = self.end_txn(kind, why)
+        self.settle()
+        return {"transaction": marker.txn, "marker": kind}
+
+    def _write(
+        self, count: int, acks: str, to: Any, txn: int | None = None, *, begin: bool = False
+    ) -> dict[str, Any]:
+        raise NotImplementedError  # the steps' layer (Simulator) writes
+
+    def settle(self) -> None:
+        raise NotImplementedError  # the control plane's (ControlPlane)
+
+    # -- the coordinator ---------------------------------------------------------------------
 
     def _write_markers(self) -> bool:
         """The coordinator's markers reaching the partition's leader (`settle`)."""

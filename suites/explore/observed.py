@@ -1,0 +1,115 @@
+"""What a schedule's run observed of each partition once everything was healed, as the
+judge (suites.explore.judge) reads it: convergence, the audit of the copied logs (its
+transaction findings too), acknowledged acks=all writes missing from the leader's log, what
+power losses dropped, the KRaft metadata log's checks, and what clients see of the schedule's
+partition once its transactions had time to end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkers.audit.local import execute
+from checkers.audit.plan import plan_audit
+from observe import kraft
+from observe.stable import StableOffsets
+from reports.judge import history as check_sends
+from runrecord.history import DURABLE_ACKS
+from suites.explore import txn_steps
+from suites.explore.actions import Live
+from suites.explore.invariants import epoch_regressions, metadata_divergence
+from suites.explore.judge import SCHEDULE_PARTITION, Observed, StateSeen
+from suites.scenario import RunContext
+
+
+def observe(
+    ctx: RunContext,
+    topic: str,
+    convergence: Any,
+    states: dict[int, list[Any]],
+    live: Live,
+    stable: StableOffsets | None = None,
+    now_ms: int | None = None,
+) -> dict[int, Observed]:
+    """Each partition as the judge reads it: convergence, the audit of the copied logs,
+    acknowledged acks=all writes missing from its leader's log, power losses' drops, and
+    the transactions open on disk past their timeout beside what clients see of the
+    schedule's partition (`stable`: its offsets once every transaction had time to end)."""
+    release = ctx.cluster.release
+    partitions = live.schedule.cluster.partitions
+    sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
+    replicas = sorted(live.assignment)
+    checks: dict[int, dict[str, Any] | None] = {}
+    regressions: dict[int, list[str]] = {}
+    txns: dict[int, Any] = {}  # partition -> the audit's TransactionFindings
+
+    def on_partition(tp: tuple[str, int], _replicas: Any, lineages: Any, verdict: Any) -> None:
+        if tp[0] != topic or verdict is None:
+            return
+        regressions[tp[1]] = epoch_regressions(lineages)
+        txns[tp[1]] = verdict.transactions
+        by_id = {lin.broker_id: lin for lin in lineages}
+        leader = states[tp[1]][-1].leader if states.get(tp[1]) else None
+        reference = by_id.get(leader) if leader is not None else None
+        checks[tp[1]] = check_sends(lineages, reference or lineages[0], sends.get(tp[1], []))
+
+    # Open transactions are aged against the time of judging, not their partition's newest
+    # write: a hang is a transaction nothing came after.
+    plan = plan_audit([ctx.run.path], topic, (), txn_steps.TXN_TIMEOUT_MS, now_ms)
+    run = execute(plan, release.protocol, on_partition)
+    ctx.run.write_audit(run.result.to_dict())
+    verdicts = {v.partition: v for v in run.result.partitions if v.topic == topic}
+    errors = [str(e.error) for e in run.result.errors]
+    metadata = kraft.metadata_log(ctx.cluster.controllers) if ctx.cluster.mode == "kraft" else None
+    metadata_split = metadata_divergence(ctx.run.path) if metadata is not None else None
+    out: dict[int, Observed] = {}
+    for p in partitions:
+        state = convergence.partitions.get(p, {})
+        v = verdicts.get(p)
+        unjudged = ""
+        if v is None:
+            unjudged = f"the disk audit gave no verdict for {topic}-{p}"
+        elif p not in checks:
+            unjudged = f"the acknowledged writes of {topic}-{p} were not checked"
+        if errors:  # an input the audit could not read may hide any partition's data
+            unjudged = "; ".join([*filter(None, [unjudged]), f"audit errors: {errors[:3]}"])
+        loss = checks.get(p) or {}
+        lost = [w["offset"] for w in loss.get("lost", []) if w["acks"] in DURABLE_ACKS]
+        # A line naming no partition (before 1.0 some name the topic alone) counts for the
+        # schedule's partition.
+        stuck = {
+            b: line
+            for b, line in convergence.stuck.items()
+            if convergence.stuck_partitions.get(b, -1) == p
+            or (convergence.stuck_partitions.get(b, -1) == -1 and p == SCHEDULE_PARTITION)
+        }
+        leos = dict(state.get("leos", {}))
+        out[p] = Observed(
+            converged=sorted(state.get("isr", [])) == replicas and len(set(leos.values())) == 1,
+            stuck_lines=stuck,
+            stalled=convergence.stalled,
+            isr=list(state.get("isr", [])),
+            log_end_offsets=leos,
+            audit_status=v.status if v is not None else None,
+            unjudged=unjudged,
+            diverged_at=v.diverged_at if v is not None else None,
+            below_high_watermark=bool(v and v.below_high_watermark),
+            durable_lost=lost,
+            dropped=[
+                (after, before)
+                for cut in live.power_cuts
+                for q, (before, after) in cut.ends.items()
+                if q == p and after < before
+            ],
+            states=[StateSeen(s.leader, tuple(s.isr), s.recovery_state) for s in states.get(p, [])],
+            fenced_leaders=[]
+            if metadata is None
+            else [(e.offset, e.leader) for e in metadata.history(topic, p) if e.leader_fenced],
+            epoch_regressions=regressions.get(p, []),
+            metadata_diverged=metadata_split if p == SCHEDULE_PARTITION else None,
+            hanging=[h.first_offset for h in txns[p].hanging] if p in txns else [],
+            torn=[t.marker_offset for t in txns[p].torn] if p in txns else [],
+            duplicates=[d.first_offset for d in txns[p].duplicates] if p in txns else [],
+            stable=str(stable) if stable is not None and p == SCHEDULE_PARTITION else None,
+            stable_stuck=stable.stuck if stable is not None and p == SCHEDULE_PARTITION else None,
+        )
+    return out
