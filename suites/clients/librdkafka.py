@@ -85,4 +85,9 @@ class LibrdkafkaClient:
         self._end(self._producer.abort_transaction, timeout)
 
     def close(self) -> None:
-        self._producer.flush(0)
+        """Let go of the producer, whatever state it is in: a fenced one (its coordinator
+        aborted a transaction at its timeout) reports its fatal error on every call."""
+        try:
+            self._producer.flush(0)
+        except KafkaException:
+            pass  # nothing is left to deliver or to learn from it
