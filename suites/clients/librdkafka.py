@@ -3,6 +3,7 @@ transactions v1 only: EndTxn v1, the same producer epoch from one transaction to
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -87,7 +88,5 @@ class LibrdkafkaClient:
     def close(self) -> None:
         """Let go of the producer, whatever state it is in: a fenced one (its coordinator
         aborted a transaction at its timeout) reports its fatal error on every call."""
-        try:
+        with contextlib.suppress(KafkaException):  # nothing left to deliver or learn from it
             self._producer.flush(0)
-        except KafkaException:
-            pass  # nothing is left to deliver or to learn from it
