@@ -359,6 +359,7 @@ def _body(
     live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol), marks)
     stable: StableOffsets | None = None  # the schedule's partition once transactions ended
     try:
+        txn_steps.prepare(live, live.txn)
         for i, step in enumerate(schedule.steps):
             result.steps.append(live.apply(i, step))
         timeline.phase("heal")

@@ -124,6 +124,19 @@ class Transactional:
             self.producer = None
 
 
+def prepare(run: Runner, txn: Transactional) -> None:
+    """Before the steps, for a schedule with transactional steps: the producer initialised
+    while the cluster is whole, as an application does at its start. Its InitProducerId
+    creates the coordinator's log, whose first ISR then holds every broker; made under a
+    step's faults instead, it could wait on a follower cut off from the coordinator."""
+    if not uses_transactions(run.schedule) or not run.cluster.release.at_least(0, 11):
+        return
+    try:
+        txn.client(run)
+    except Skip as skip:
+        raise NotReached("the transactional producer initialised", skip.observed) from None
+
+
 def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
     """Skip unless the coordinator (the leader of the one partition of its log) can answer:
     it runs, and every member of its log's ISR is up and linked to it (it logs each state
