@@ -389,4 +389,5 @@ def test_every_finding_is_a_valid_schedule_with_its_write_up() -> None:
     for path in files:
         validate(load_schedule(path))
         first = path.with_suffix(".md").read_text().splitlines()[0]
-        assert re.fullmatch(r"bad: [\d.]+ good: [\d.]+ mode: (zk|kraft)", first), path
+        # A bug still open has no fixing release: `none` (docs/findings/KAFKA-20716.md).
+        assert re.fullmatch(r"bad: [\d.]+ good: ([\d.]+|none) mode: (zk|kraft)", first), path
