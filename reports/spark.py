@@ -234,6 +234,12 @@ def _start(master: str, conf: dict[str, str]) -> SparkSession:
             "its workers."
         ) from None
     session.sparkContext.setLogLevel("FATAL")
+    # Anything else that connects to the driver's accumulator server (a Kafka client of
+    # another run, retrying a port the OS has since given this server) fails its token
+    # check, and socketserver prints that traceback to stderr: nothing of this audit's.
+    server = getattr(session.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda request, client_address: None
     # Spark's first query loads and compiles its code paths: a second or two of the JVM's
     # time. On a thread, that overlaps whatever the driver does next (listing the log dirs,
     # when the session is started first) instead of holding up the first real query.
