@@ -29,6 +29,19 @@ def _printed(text: str, label: str) -> list[str]:
     return re.findall(rf"^{label}: (.+)$", text, flags=re.MULTILINE)
 
 
+def _replay_agreeing(kafka_target, logfork_runs, capsys, name: str) -> tuple[str, Path]:
+    """`logfork replay` of docs/schedules/NAME.json, a KRaft schedule, which must exit 0 with
+    the model agreeing: its output and run directory."""
+    if kafka_target.mode != "kraft":
+        pytest.skip("a KRaft schedule")
+    args = ["replay", str(SCHEDULES / f"{name}.json"), "--kafka-version", kafka_target.kafka]
+    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "model and brokers agree: yes" in out
+    return out, Path(_printed(out, "run directory")[0])
+
+
 @pytest.mark.cluster
 def test_replay_of_the_documented_schedule(kafka_target, logfork_runs, capsys):
     release = kafka_target.release
@@ -95,15 +108,7 @@ def test_replay_of_a_dropped_transaction_marker(kafka_target, logfork_runs, caps
     has passed, clients see the last stable offset stopped at the transaction, and the disk
     audit finds it open: both readings, the model agreeing. `logfork audit` of the run names
     it too, aged against the time the run judged it."""
-    if kafka_target.mode != "kraft":
-        pytest.skip("a KRaft schedule")
-    schedule = SCHEDULES / "kraft-dropped-marker.json"
-    args = ["replay", str(schedule), "--kafka-version", kafka_target.kafka]
-    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "model and brokers agree: yes" in out
-    run_dir = Path(_printed(out, "run directory")[0])
+    out, run_dir = _replay_agreeing(kafka_target, logfork_runs, capsys, "kraft-dropped-marker")
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["outcome"] == "reproduced", out
     steps = verdict["details"]["steps"]
@@ -120,15 +125,7 @@ def test_replay_of_a_held_alter_partition(kafka_target, logfork_runs, capsys):
     """The leader's AlterPartition held while its follower falls behind: the shrink does not
     reach the controller, so an acks=all write times out; the heal delivers it late, the
     follower rejoins, and the filter's dropped packets prove the hold."""
-    if kafka_target.mode != "kraft":
-        pytest.skip("a KRaft schedule")
-    schedule = SCHEDULES / "kraft-alter-partition.json"
-    args = ["replay", str(schedule), "--kafka-version", kafka_target.kafka]
-    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "model and brokers agree: yes" in out
-    run_dir = Path(_printed(out, "run directory")[0])
+    out, run_dir = _replay_agreeing(kafka_target, logfork_runs, capsys, "kraft-alter-partition")
     steps = json.loads((run_dir / "verdict.json").read_text())["details"]["steps"]
     assert [s["status"] for s in steps] == ["done"] * 7, out
     assert steps[4]["targets"]["acknowledged"] is False  # the shrink was held

@@ -10,6 +10,7 @@ from typing import Any
 
 from checkers.audit.local import execute
 from checkers.audit.plan import plan_audit
+from checkers.transactions import TransactionFindings
 from observe import kraft
 from observe.stable import StableOffsets
 from reports.judge import history as check_sends
@@ -40,7 +41,7 @@ def observe(
     replicas = sorted(live.assignment)
     checks: dict[int, dict[str, Any] | None] = {}
     regressions: dict[int, list[str]] = {}
-    txns: dict[int, Any] = {}  # partition -> the audit's TransactionFindings
+    txns: dict[int, TransactionFindings] = {}  # partition -> the audit's
 
     def on_partition(tp: tuple[str, int], _replicas: Any, lineages: Any, verdict: Any) -> None:
         if tp[0] != topic or verdict is None:
@@ -83,6 +84,7 @@ def observe(
             or (convergence.stuck_partitions.get(b, -1) == -1 and p == SCHEDULE_PARTITION)
         }
         leos = dict(state.get("leos", {}))
+        found = txns.get(p, TransactionFindings())  # none where the audit judged none
         out[p] = Observed(
             converged=sorted(state.get("isr", [])) == replicas and len(set(leos.values())) == 1,
             stuck_lines=stuck,
@@ -106,9 +108,9 @@ def observe(
             else [(e.offset, e.leader) for e in metadata.history(topic, p) if e.leader_fenced],
             epoch_regressions=regressions.get(p, []),
             metadata_diverged=metadata_split if p == SCHEDULE_PARTITION else None,
-            hanging=[h.first_offset for h in txns[p].hanging] if p in txns else [],
-            torn=[t.marker_offset for t in txns[p].torn] if p in txns else [],
-            duplicates=[d.first_offset for d in txns[p].duplicates] if p in txns else [],
+            hanging=[h.first_offset for h in found.hanging],
+            torn=[t.marker_offset for t in found.torn],
+            duplicates=[d.first_offset for d in found.duplicates],
             stable=str(stable) if stable is not None and p == SCHEDULE_PARTITION else None,
             stable_stuck=stable.stuck if stable is not None and p == SCHEDULE_PARTITION else None,
         )

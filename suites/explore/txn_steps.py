@@ -18,6 +18,7 @@ import time
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaException
+from kazoo.exceptions import NoNodeError
 
 from checkers.simulate.transactions import ABORT, COMMIT, FAILED_TXN, TXN_TIMEOUT_S
 from fixtures.cluster import Cluster
@@ -146,12 +147,8 @@ def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
     creates it."""
     try:
         state = partition_state(run.cluster, TXN_STATE, 0)
-    except LogforkError:
+    except (LogforkError, NoNodeError):  # KRaft: not in the metadata log; ZooKeeper: no znode
         return
-    except Exception as exc:  # ZooKeeper mode: no znode yet (kazoo's NoNodeError)
-        if type(exc).__name__ == "NoNodeError":
-            return
-        raise
     c = state.leader
     if c is None or c < 0:
         raise Skip(f"the transaction coordinator's log {TXN_STATE}-0 has no leader")
