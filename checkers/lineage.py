@@ -256,6 +256,9 @@ class LogDir:
     quorum_state: QuorumState | None = None
     sidelined: list[str] = field(default_factory=list)  # -delete, -future, -stray dirs
     readable: bool = True  # False when the dir or its meta.properties could not be read
+    # Why the dir itself failed to read (an I/O error: its disk failed or went away), as a
+    # broker takes a log dir offline (KIP-112); None for a dir read, or one merely bad.
+    offline: str | None = None
     bad_checkpoints: list[str] = field(default_factory=list)  # names that did not parse
     clean_shutdown: bool = False  # the dir holds the marker a clean shutdown leaves
 
@@ -279,13 +282,19 @@ def list_log_dir(path: Path | str, topic: str | None = None) -> LogDirListing:
     root = Path(path)
     log_dir = LogDir(str(root))
     listing = LogDirListing(log_dir, [], {})
-    if not root.is_dir():
+    try:
+        # scandir's entries know whether they are directories without a stat each: a log
+        # dir of a large broker holds tens of thousands of partition dirs.
+        with os.scandir(root) as entries:
+            names = sorted(e.name for e in entries if e.is_dir())
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        reason = "not a directory" if isinstance(exc, NotADirectoryError) else "does not exist"
         log_dir.readable = False
-        log_dir.errors.append(
-            UnreadableFile(
-                str(root), None, "not a directory" if root.exists() else "does not exist"
-            )
-        )
+        log_dir.errors.append(UnreadableFile(str(root), None, reason))
+        return listing
+    except OSError as exc:
+        log_dir.readable = False
+        log_dir.offline = f"cannot list directory: {exc.strerror or exc}"
         return listing
     try:
         if not (root / META_PROPERTIES).exists():
@@ -316,15 +325,6 @@ def list_log_dir(path: Path | str, topic: str | None = None) -> LogDirListing:
         )
         if len(log_dir.errors) > found:
             log_dir.bad_checkpoints.append(name)
-    try:
-        # scandir's entries know whether they are directories without a stat each: a log
-        # dir of a large broker holds tens of thousands of partition dirs.
-        with os.scandir(root) as entries:
-            names = sorted(e.name for e in entries if e.is_dir())
-    except OSError as exc:
-        log_dir.readable = False
-        log_dir.errors.append(UnreadableFile(str(root), None, f"cannot list directory: {exc}"))
-        return listing
     # Paths as strings: a Path object per partition dir cost a 60,000-replica audit's
     # planning a third of a second.
     prefix = "" if str(root) == "." else os.path.join(str(root), "")  # as `root / name`

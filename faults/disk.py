@@ -1,18 +1,30 @@
-"""Disk faults: a broker's disks replaced by empty ones.
+"""Disk faults: a broker's disks replaced by empty ones, or one of its log dirs lost while
+it runs.
 
 A broker that fails hard and comes back on new disks has lost every replica it held, and
 its metadata: `meta.properties` too (a KRaft node's start script formats it again, with
 the cluster's id; a ZooKeeper-mode broker writes a new one). KIP-903's scenario is such a
 broker joining an ISR on the strength of a request its previous incarnation caused.
+
+A JBOD broker whose one disk fails keeps running on the others (KIP-112 in ZooKeeper mode,
+KIP-858 in KRaft from 3.7): its first failed write or read in that dir takes the dir
+offline, and every replica in it with it. The disk fails as a real one does: every access
+to it fails with EIO (the crash-simulating mount detached, `fixtures.crashfs`), never by
+touching the host's own files.
 """
 
 from __future__ import annotations
 
 import shutil
 
+from faults.process import kill, restart
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
+from fixtures.config import log_dir_path
+from fixtures.disks import NodeDisk
+from fixtures.errors import NotReached, SetupError
 from fixtures.nodes import Node
+from fixtures.waiting import WaitTimeout, wait_until
+from observe.log_dirs import OFFLINE, ONLINE, seen_state
 
 
 def replace_disks(cluster: Cluster, node: Node) -> None:
@@ -29,3 +41,52 @@ def replace_disks(cluster: Cluster, node: Node) -> None:
     if left:
         raise NotReached(f"{node.name}'s log dirs empty", f"left: {left[:5]}")
     cluster.timeline.record("fault", "disks-replaced", node=node.name, dirs=len(node.log_dirs))
+
+
+def fail_log_dir(cluster: Cluster, node: Node, index: int, *, timeout: float = 60.0) -> None:
+    """The node's log dir `index` goes away under the running broker. Proven by the
+    broker's own DescribeLogDirs naming the dir KAFKA_STORAGE_ERROR. Nothing needs to
+    touch the dir for that: the high-watermark checkpoint writes to every log dir every
+    `replica.high.watermark.checkpoint.interval.ms` (5 s)."""
+    disk = _disk(cluster, node, index)
+    disk.mount.detach()
+    path = log_dir_path(index)
+    cluster.timeline.record("fault", "log-dir-failed", node=node.name, log_dir=path)
+    _await_state(node, path, OFFLINE, timeout)
+
+
+def restore_log_dir(cluster: Cluster, node: Node, index: int, *, timeout: float = 120.0) -> None:
+    """The failed disk is back. A broker never takes an offline dir back while it runs
+    (KIP-112: the operator restarts it once the disk is replaced), so it is restarted;
+    proven by the dir online in its own view again."""
+    disk = _disk(cluster, node, index)
+    disk.mount.reattach()
+    if node.status() == "running":
+        kill(cluster, node, signal="SIGTERM")
+    restart(cluster, node, timeout=timeout)
+    path = log_dir_path(index)
+    _await_state(node, path, ONLINE, timeout)
+    cluster.timeline.record("heal", "log-dir-failed", node=node.name, log_dir=path)
+
+
+def _disk(cluster: Cluster, node: Node, index: int) -> NodeDisk:
+    if cluster.disks is None:
+        raise SetupError(
+            "a log dir fails only on a crash-simulating mount: the cluster needs a power "
+            "model other than cut (ClusterSpec.power_model)"
+        )
+    disks = cluster.disks.of(node)
+    if not 0 <= index < len(disks):
+        raise SetupError(f"{node.name} has {len(disks)} log dir(s): there is no log dir {index}")
+    return disks[index]
+
+
+def _await_state(node: Node, path: str, wanted: str, timeout: float) -> None:
+    def seen() -> str:
+        state = seen_state(node, path)
+        return state if isinstance(state, str) else state.error
+
+    try:
+        wait_until(seen, lambda s: s == wanted, what=f"{path} {wanted}", timeout=timeout)
+    except WaitTimeout as exc:
+        raise NotReached(f"{node.name}'s {path} {wanted} in DescribeLogDirs", exc.last) from None

@@ -22,6 +22,7 @@ PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, API_VERSIONS, OFFSET_FOR_LEADER_EP
     0, 1, 2, 21, 18, 23)  # fmt: skip
 METADATA = 3
 ALTER_REPLICA_LOG_DIRS = 34
+DESCRIBE_LOG_DIRS = 35
 NAMES = {
     PRODUCE: "PRODUCE",
     FETCH: "FETCH",
@@ -29,18 +30,21 @@ NAMES = {
     DELETE_RECORDS: "DELETE_RECORDS",
     OFFSET_FOR_LEADER_EPOCH: "OFFSET_FOR_LEADER_EPOCH",
     ALTER_REPLICA_LOG_DIRS: "ALTER_REPLICA_LOG_DIRS",
+    DESCRIBE_LOG_DIRS: "DESCRIBE_LOG_DIRS",
     METADATA: "METADATA",
 }
 # Versions encoded below: non-flexible ones, except DeleteRecords v2 (the oldest that 4.x
 # still serves). Metadata v1 serves 0.10.2 (which has v0-v2), v4 serves 4.x (KIP-896 dropped
-# v0-v3).
+# v0-v3). AlterReplicaLogDirs and DescribeLogDirs v0 and v1 share one encoding (1.1 serves
+# v0 only, 4.x v1 and up).
 ENCODED = {PRODUCE: (3,), FETCH: (4,), LIST_OFFSETS: (1,), OFFSET_FOR_LEADER_EPOCH: (2,),
-           DELETE_RECORDS: (0, 2), ALTER_REPLICA_LOG_DIRS: (1,), METADATA: (1, 4)}  # fmt: skip
+           DELETE_RECORDS: (0, 2), ALTER_REPLICA_LOG_DIRS: (0, 1), METADATA: (1, 4),
+           DESCRIBE_LOG_DIRS: (0, 1)}  # fmt: skip
 FLEXIBLE = {(DELETE_RECORDS, 2)}
 ERRORS = {0: "NONE", 1: "OFFSET_OUT_OF_RANGE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
           6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 19: "NOT_ENOUGH_REPLICAS",
           20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 35: "UNSUPPORTED_VERSION",
-          57: "LOG_DIR_NOT_FOUND", 58: "KAFKA_STORAGE_ERROR",
+          56: "KAFKA_STORAGE_ERROR", 57: "LOG_DIR_NOT_FOUND",
           74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH"}  # fmt: skip
 _ids = itertools.count(1)
 
@@ -59,6 +63,16 @@ class Answer:
     @property
     def error(self) -> str:
         return ERRORS.get(self.error_code, f"error {self.error_code}")
+
+
+@dataclass(frozen=True)
+class LogDirState:
+    """One log dir as its broker describes it (DescribeLogDirs, KIP-113)."""
+
+    path: str
+    error: str  # NONE, or KAFKA_STORAGE_ERROR for a dir the broker took offline
+    partitions: frozenset[tuple[str, int]]  # the replicas it holds, current ones
+    future: frozenset[tuple[str, int]]  # replicas being moved into it (`-future` dirs)
 
 
 @dataclass(frozen=True)
@@ -290,3 +304,22 @@ class Connection:
         r.int32()
         _, error = r.int32(), r.int16()
         return Answer("ALTER_REPLICA_LOG_DIRS", v, error, f"{topic}-{partition} to {path}")
+
+    def describe_log_dirs(self) -> list[LogDirState]:
+        """Every log dir of this broker, in its own view: online or offline, and what each
+        holds."""
+        v = self.version_for(DESCRIBE_LOG_DIRS)
+        r = self._roundtrip(DESCRIBE_LOG_DIRS, v, struct.pack(">i", -1))  # null: all topics
+        r.int32()  # throttle
+        dirs = []
+        for _ in range(r.int32()):
+            error, path = r.int16(), r.string() or ""
+            current, future = set(), set()
+            for _ in range(r.int32()):
+                topic = r.string() or ""
+                for _ in range(r.int32()):
+                    index, _size, _lag, is_future = r.int32(), r.int64(), r.int64(), r.int8()
+                    (future if is_future else current).add((topic, index))
+            name = ERRORS.get(error, f"error {error}")
+            dirs.append(LogDirState(path, name, frozenset(current), frozenset(future)))
+        return dirs

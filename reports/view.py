@@ -284,6 +284,7 @@ def run_view(run: RunResult, *, engine: str = "", timings: dict[str, float] | No
                 "kraft": d.kraft,
                 "readable": d.readable,
                 "sidelined": d.sidelined,
+                "offline": d.offline,
                 "partitions": sum(1 for r in audit.replicas if r.log_dir == i),
             }
             for i, d in enumerate(audit.log_dirs)

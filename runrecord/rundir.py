@@ -39,7 +39,12 @@ T = TypeVar("T")
 
 
 def is_run_dir(path: Path) -> bool:
-    return (path / RUN_JSON).is_file()
+    """Whether the path is a logfork run directory. A path that cannot even be looked at
+    (a failed disk answers EIO) is not: the caller's own read names the failure."""
+    try:
+        return (path / RUN_JSON).is_file()
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)

@@ -216,7 +216,25 @@ def _plan(dirs: Sequence[Path | str], topic: str | None, compacted: Sequence[str
             plan.log_dirs.append(LogDir(str(path), readable=False, errors=[error]))
             plan.slots.append(AuditError(error, None))
             plan.unreadable.append(str(path))
+    _place_offline(plan.log_dirs)
     return plan
+
+
+def _place_offline(log_dirs: list[LogDir]) -> None:
+    """An offline log dir cannot say whose it is: its meta.properties is on the failed
+    disk. One broker's log dirs are often siblings (a run's nodes/<node>/data, data2):
+    when every readable dir beside it belongs to one broker, it is that broker's."""
+    for d in log_dirs:
+        if d.offline is None or d.broker_id is not None or is_remote(d.path):
+            continue
+        parent = Path(d.path).parent
+        owners = {
+            o.broker_id
+            for o in log_dirs
+            if o.broker_id is not None and o.readable and Path(o.path).parent == parent
+        }
+        if len(owners) == 1:
+            d.broker_id = owners.pop()
 
 
 def _relabel_since(
@@ -242,7 +260,7 @@ def _plan_log_dir(
         plan.quorum_states[index] = log_dir.quorum_state
     plan.slots.extend(AuditError(e, log_dir.broker_id) for e in log_dir.errors)
     judged = log_dir.readable and log_dir.broker_id is not None
-    if not judged:
+    if not judged and log_dir.offline is None:
         plan.unreadable.append(log_dir.path)
     broker = log_dir.broker_id if log_dir.broker_id is not None else -1
     # Each checkpoint's table looked up once per log dir, not once per partition.

@@ -108,6 +108,7 @@ def render(result: AuditResult) -> str:
         lines.extend(wrap(line, "      ") for line in leniency(v))
         lines.extend(wrap(line, "      ") for line in transaction_lines(v))
         lines.extend(wrap(note, "      note: ") for note in v.notes)
+    lines.extend(_render_log_dirs_apart(result))
     if result.errors:
         lines.append(f"bad input ({len(result.errors)}):")
         for e in result.errors:
@@ -151,4 +152,33 @@ def _render_diverged(name: str, v: PartitionVerdict, leos: str) -> list[str]:
         steps = prediction.describe()
         lines.append(wrap(f"replica {follower}: {steps[0]}", "        "))
         lines.extend(wrap(step, "          ") for step in steps[1:])
+    return lines
+
+
+def _render_log_dirs_apart(result: AuditResult) -> list[str]:
+    """Offline log dirs, with the replicas they took away, and the dirs set aside
+    (`-future`, `-delete`, `-stray`): none of them judged, each named."""
+    lines: list[str] = []
+
+    def who(broker: int | None) -> str:
+        return f"[broker {broker}] " if broker is not None else "[broker unknown] "
+
+    if result.offline:
+        lines.append(
+            f"offline log dir(s) ({len(result.offline)}): their partitions are judged on the "
+            "replicas that remain"
+        )
+        lines.extend(wrap(f"{who(d.broker_id)}{d.path}: {d.offline}") for d in result.offline)
+        missing = [
+            f"{v.topic}-{v.partition}: {', '.join(map(str, gone))}"
+            for v in result.partitions
+            if (gone := result.missing_replicas(v))
+        ]
+        if missing:
+            lines.append(wrap(f"replicas missing: {'; '.join(missing)}"))
+    aside = [d for d in result.log_dirs if d.sidelined]
+    if aside:
+        count = sum(len(d.sidelined) for d in aside)
+        lines.append(f"set aside, not judged ({count}): moves in flight and deletions")
+        lines.extend(wrap(f"{who(d.broker_id)}{d.path}: {', '.join(d.sidelined)}") for d in aside)
     return lines

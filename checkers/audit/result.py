@@ -75,6 +75,22 @@ class ReplicaSummary:
         )
 
 
+@dataclass(frozen=True)
+class MissingReplica:
+    """A replica the metadata log assigns that no input held: on an offline log dir of its
+    broker, or not among the inputs."""
+
+    broker: int
+    offline_log_dirs: tuple[str, ...]  # the broker's offline dirs; empty: none known
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"broker": self.broker, "offline_log_dirs": list(self.offline_log_dirs)}
+
+    def __str__(self) -> str:
+        where = "an offline log dir" if self.offline_log_dirs else "no input"
+        return f"broker {self.broker} ({where})"
+
+
 @dataclass
 class AuditResult:
     partitions: list[PartitionVerdict] = field(default_factory=list)
@@ -84,6 +100,27 @@ class AuditResult:
     unreadable: list[str] = field(default_factory=list)  # inputs that could not be read at all
     metadata: MetadataLog | None = None
     kraft_state: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def offline(self) -> list[LogDir]:
+        """Log dirs whose disk failed: named, left out, and no reason for exit 2 (the
+        partitions they held are judged on the replicas that remain, as Kafka serves them)."""
+        return [d for d in self.log_dirs if d.offline is not None]
+
+    def missing_replicas(self, v: PartitionVerdict) -> list[MissingReplica]:
+        """The partition's assigned replicas (KRaft metadata log) that no input held. A
+        ZooKeeper-mode audit knows no assignment, so it lists none."""
+        state = self.kraft_state.get((v.topic, v.partition))
+        if state is None:
+            return []
+        offline: dict[int, list[str]] = {}
+        for d in self.offline:
+            if d.broker_id is not None:
+                offline.setdefault(d.broker_id, []).append(d.path)
+        held = set(v.replicas)
+        return [
+            MissingReplica(b, tuple(offline.get(b, ()))) for b in state["replicas"] if b not in held
+        ]
 
     @property
     def exit_code(self) -> int:
@@ -100,6 +137,7 @@ class AuditResult:
             state = self.kraft_state.get((v.topic, v.partition))
             if state is not None:
                 entry["kraft"] = state
+                entry["missing_replicas"] = [m.to_dict() for m in self.missing_replicas(v)]
             partitions.append(entry)
         diverged = sum(v.status == DIVERGED for v in self.partitions)
         held = [sum(1 for r in self.replicas if r.log_dir == i) for i in range(len(self.log_dirs))]
@@ -119,6 +157,7 @@ class AuditResult:
                     "readable": d.readable,
                     "partitions": held[i],
                     "sidelined": d.sidelined,
+                    "offline": d.offline,
                 }
                 for i, d in enumerate(self.log_dirs)
             ],

@@ -30,11 +30,9 @@ from checkers.audit import audit
 from checkers.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.compaction import INTERNAL_COMPACTED
 from checkers.errors import LogReadError
-from faults import elections, process
+from faults import elections, moves, process
 from fixtures.cluster import Cluster, ClusterSpec
-from fixtures.config import EXTERNAL_PORT, NODE_ROOT, log_dir_name
 from fixtures.waiting import WaitTimeout, wait_until
-from observe import wire
 from observe.replicas import replica
 from runrecord.outcome import CONSISTENT, Symptom
 from suites import steps
@@ -194,29 +192,24 @@ def consume_committed(ctx: RunContext, at_least: int) -> int:
 
 def move_between_log_dirs(ctx: RunContext) -> str:
     """Broker 1's replica of MOVED goes to its other log dir while writes go on; proven by
-    the partition dir leaving the one log dir for the other."""
+    the broker's own view, then by the partition dir leaving the one log dir for the other."""
     node = ctx.broker(1)
     name = f"{MOVED[0]}-{MOVED[1]}"
     holding = [i for i, d in enumerate(node.log_dirs) if (d / name).is_dir()]
     ctx.expect(len(holding) == 1, f"{name} in one of broker 1's log dirs", holding)
     source, target = holding[0], 1 - holding[0]  # the broker chose where it lives
     first, second = node.log_dirs[source], node.log_dirs[target]
-    path = f"{NODE_ROOT}/{log_dir_name(target)}"
-    with wire.Connection("127.0.0.1", node.published[EXTERNAL_PORT]) as conn:
-        answer = conn.alter_replica_log_dir(MOVED[0], MOVED[1], path)
-    ctx.expect(answer.error == "NONE", f"AlterReplicaLogDirs of {name} accepted", answer)
-    ctx.timeline.record("fault", "log-dir-move", node=node.name, partition=MOVED[1],
-                        topic=MOVED[0], target=path)  # fmt: skip
+    moves.move_to_dir(ctx.cluster, node, *MOVED, target)
+    moves.await_moved(ctx.cluster, node, *MOVED, target)
     try:
         wait_until(
             lambda: ((second / name).is_dir(), (first / name).is_dir()),
             lambda found: found == (True, False),
             what=f"{name} moved to {second}",
-            timeout=120,
+            timeout=60,
         )
     except WaitTimeout as exc:
         ctx.expect(False, f"{name} moved to broker 1's other log dir", exc.last)
-    ctx.timeline.record("heal", "log-dir-move", node=node.name, topic=MOVED[0])
     return f"{name}: {first.name} -> {second.name}"
 
 

@@ -609,9 +609,44 @@ impl State {
         json!({
             "ok": true,
             "crashed": self.crashed,
+            "detached": self.frozen && !self.crashed,
             "unsynced": unsynced,
             "namespace_pending": if self.crashed { vec![] } else { self.pending_ops(false) },
         })
+    }
+
+    /// Every later request fails with EIO; what the kernel may have cached is noted for
+    /// invalidation (`stale_cache`).
+    fn freeze(&mut self) {
+        self.frozen = true;
+        for (&id, node) in &self.ns.nodes {
+            self.stale_cache.0.push(id);
+            for name in node.entries.keys() {
+                self.stale_cache.1.push((id, name.clone()));
+            }
+        }
+    }
+
+    /// The disk goes away while the machine runs on (a failed drive, a pulled cable): every
+    /// request fails with EIO until `reattach`. Unlike a crash nothing is rolled back: the
+    /// store keeps whatever reached the daemon, as a drive keeps what it had written.
+    pub fn detach(&mut self) -> Value {
+        if self.frozen {
+            let why = if self.crashed { "crashed" } else { "already detached" };
+            return json!({"ok": false, "error": why});
+        }
+        self.freeze();
+        json!({"ok": true})
+    }
+
+    /// The detached disk is back: requests reach the store again.
+    pub fn reattach(&mut self) -> Value {
+        if self.crashed || !self.frozen {
+            let why = if self.crashed { "crashed" } else { "not detached" };
+            return json!({"ok": false, "error": why});
+        }
+        self.frozen = false;
+        json!({"ok": true})
     }
 
     pub fn sync_all(&mut self) -> Value {
@@ -633,14 +668,8 @@ impl State {
         if self.crashed {
             return json!({"ok": false, "error": "already crashed"});
         }
-        self.frozen = true;
+        self.freeze();
         self.crashed = true;
-        for (&id, node) in &self.ns.nodes {
-            self.stale_cache.0.push(id);
-            for name in node.entries.keys() {
-                self.stale_cache.1.push((id, name.clone()));
-            }
-        }
         let mut errors: Vec<String> = Vec::new();
         let visible = self.files_in_tree();
         let survivors = self.ns.durable_tree();

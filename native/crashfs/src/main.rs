@@ -115,24 +115,37 @@ fn handle(state: &Mutex<State>, notifier: &Notifier, line: &str, default_seed: u
                 return json!({"ok": false, "error": "model must be unsynced, torn or reorder"});
             };
             let seed = req["seed"].as_u64().unwrap_or(default_seed);
-            let (reply, (inodes, entries)) = {
+            frozen(notifier, || {
                 let mut st = lock();
                 let reply = st.crash(model, seed);
                 (reply, std::mem::take(&mut st.stale_cache))
-            };
-            // Frozen means frozen for cached pages, attributes and names too: drop them all,
-            // so that every later access reaches the daemon and fails with EIO. (Errors only
-            // say the kernel had nothing cached.)
-            for (dir, name) in entries {
-                let _ = notifier.inval_entry(INodeNo(dir), &name);
-            }
-            for ino in inodes {
-                let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
-            }
-            reply
+            })
         }
+        Some("detach") => frozen(notifier, || {
+            let mut st = lock();
+            let reply = st.detach();
+            (reply, std::mem::take(&mut st.stale_cache))
+        }),
+        Some("reattach") => lock().reattach(),
         other => json!({"ok": false, "error": format!("unknown op {other:?}")}),
     }
+}
+
+type StaleCache = (Vec<u64>, Vec<(u64, std::ffi::OsString)>);
+
+/// Runs a request that freezes the store, then drops what the kernel cached of it (outside
+/// the lock). Frozen means frozen for cached pages, attributes and names too, so that every
+/// later access reaches the daemon and fails with EIO. (Errors only say the kernel had
+/// nothing cached.)
+fn frozen(notifier: &Notifier, freeze: impl FnOnce() -> (Value, StaleCache)) -> Value {
+    let (reply, (inodes, entries)) = freeze();
+    for (dir, name) in entries {
+        let _ = notifier.inval_entry(INodeNo(dir), &name);
+    }
+    for ino in inodes {
+        let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
+    }
+    reply
 }
 
 fn serve(conn: UnixStream, state: Arc<Mutex<State>>, notifier: Arc<Notifier>, seed: u64) {

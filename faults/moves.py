@@ -1,0 +1,84 @@
+"""A replica moved between one broker's log dirs (KIP-113): the broker creates a `-future`
+replica in the target dir, copies the current one into it, and swaps it in once caught up.
+A throttle slows the copy, so that the move can be caught half-way."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+from confluent_kafka.admin import ConfigResource
+
+from fixtures.cluster import Cluster
+from fixtures.config import EXTERNAL_PORT, log_dir_path
+from fixtures.errors import NotReached
+from fixtures.nodes import Node
+from fixtures.waiting import WaitTimeout, wait_until
+from observe import wire
+from observe.log_dirs import seen_state
+
+# A dynamic broker config only: server.properties cannot set it (KIP-113).
+DIR_MOVE_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+
+
+def throttle_dir_moves(cluster: Cluster, node: Node, bytes_per_second: int) -> None:
+    """Caps what the broker copies between its own log dirs. (Kafka suggests no less than
+    1 MB/s "for accurate behaviour": the quota is measured over its window, so a first
+    fetch of up to replica.fetch.max.bytes goes through before it bites.)"""
+    resource = ConfigResource(
+        ConfigResource.Type.BROKER,
+        str(node.node_id),
+        set_config={DIR_MOVE_THROTTLE: str(bytes_per_second)},
+    )
+    # AlterConfigs, not its incremental successor: 1.1 has no IncrementalAlterConfigs
+    # (KIP-339, 2.3), and this broker's dynamic configs hold nothing else to keep.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        futures = cluster.admin().alter_configs([resource])
+    for future in futures.values():
+        future.result(30)
+    cluster.timeline.record("fault", "log-dir-throttle", node=node.name, rate=bytes_per_second)
+
+
+def move_to_dir(cluster: Cluster, node: Node, topic: str, partition: int, index: int) -> None:
+    """Ask the broker to move its replica into its log dir `index`. Proven by the broker's
+    own view: the future replica in the target dir, or the move already done."""
+    path = log_dir_path(index)
+    with wire.Connection("127.0.0.1", node.published[EXTERNAL_PORT]) as conn:
+        answer = conn.alter_replica_log_dir(topic, partition, path)
+    if answer.error != "NONE":
+        raise NotReached(f"AlterReplicaLogDirs of {topic}-{partition} to {path}", answer)
+    cluster.timeline.record(
+        "fault", "log-dir-move", node=node.name, topic=topic, partition=partition, target=path
+    )
+    _await(node, path, lambda s: (topic, partition) in s.future | s.partitions, "started")
+
+
+def await_moved(
+    cluster: Cluster, node: Node, topic: str, partition: int, index: int, timeout: float = 120.0
+) -> None:
+    """The move is done: the replica current in the target dir, and no future left."""
+    path = log_dir_path(index)
+    tp = (topic, partition)
+    _await(node, path, lambda s: tp in s.partitions and tp not in s.future, "done", timeout)
+    cluster.timeline.record(
+        "heal", "log-dir-move", node=node.name, topic=topic, partition=partition
+    )
+
+
+def _await(
+    node: Node,
+    path: str,
+    done: Callable[[wire.LogDirState], bool],
+    what: str,
+    timeout: float = 30.0,
+) -> None:
+    try:
+        wait_until(
+            lambda: seen_state(node, path),
+            lambda s: not isinstance(s, str) and done(s),
+            what=f"the move into {path} {what}",
+            timeout=timeout,
+        )
+    except WaitTimeout as exc:
+        raise NotReached(f"{node.name}: the move into {path} {what}", exc.last) from None
