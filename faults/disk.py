@@ -59,11 +59,21 @@ def restore_log_dir(cluster: Cluster, node: Node, index: int, *, timeout: float 
     """The failed disk is back. A broker never takes an offline dir back while it runs
     (KIP-112: the operator restarts it once the disk is replaced), so it is restarted;
     proven by the dir online in its own view again."""
-    disk = _disk(cluster, node, index)
-    disk.mount.reattach()
+    reattach_log_dir(cluster, node, index)
+    restart(cluster, node, timeout=timeout)
+    await_online(cluster, node, index, timeout=timeout)
+
+
+def reattach_log_dir(cluster: Cluster, node: Node, index: int) -> None:
+    """The disk back under the dir, and the broker, which still holds it offline, shut
+    down (controlled) so that a restart takes the dir back."""
+    _disk(cluster, node, index).mount.reattach()
     if node.status() == "running":
         kill(cluster, node, signal="SIGTERM")
-    restart(cluster, node, timeout=timeout)
+
+
+def await_online(cluster: Cluster, node: Node, index: int, *, timeout: float = 120.0) -> None:
+    """After the restart: the dir online in the broker's own view."""
     path = log_dir_path(index)
     _await_state(node, path, ONLINE, timeout)
     cluster.timeline.record("heal", "log-dir-failed", node=node.name, log_dir=path)

@@ -19,6 +19,9 @@ from observe.log_dirs import seen_state
 
 # A dynamic broker config only: server.properties cannot set it (KIP-113).
 DIR_MOVE_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+# Slow enough that a move of a few MB stays in flight for minutes once its first fetch
+# (up to replica.fetch.max.bytes) has gone through.
+IN_FLIGHT_RATE = 4096
 
 
 def throttle_dir_moves(cluster: Cluster, node: Node, bytes_per_second: int) -> None:

@@ -43,9 +43,12 @@ TORN_TRANSACTION = "torn-transaction"
 ABORTED_READ = "aborted-read"
 # One idempotent write appended twice to a replica (checkers.transactions).
 DUPLICATE_SEQUENCE = "duplicate-sequence"
+# A broker re-created a replica of its offline log dir in another of its log dirs, which
+# KIP-112 rules out while a dir is bad (KAFKA-16234, 3.7.0).
+RECREATED = "replica-recreated"
 SYMPTOM_KINDS = (
     CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING,
-    TORN_TRANSACTION, ABORTED_READ, DUPLICATE_SEQUENCE,
+    TORN_TRANSACTION, ABORTED_READ, DUPLICATE_SEQUENCE, RECREATED,
 )  # fmt: skip
 
 

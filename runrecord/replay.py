@@ -21,6 +21,7 @@ FENCED_LEADER = outcome.FENCED_LEADER
 HANGING = outcome.HANGING  # a transaction open for good: its last stable offset stuck
 TORN = outcome.TORN_TRANSACTION  # one transaction committed on a replica, aborted on another
 DUPLICATE = outcome.DUPLICATE_SEQUENCE  # one idempotent write appended twice to a replica
+RECREATED = outcome.RECREATED  # a replica of an offline log dir re-created in another
 METADATA_DIVERGED = "metadata-diverged"  # KRaft: the metadata log's copies disagree
 EPOCH_REGRESSION = "epoch-regression"  # a replica's leader epochs go back on its disk
 BACKGROUND = "@background"

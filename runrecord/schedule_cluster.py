@@ -72,6 +72,8 @@ class Cluster:
     # has the schedule's replicas rotated by k - 1, so that from 2 on their leaders differ
     # and one broker's death or a controller failover moves several leaders at once.
     background_partitions: int = 1
+    # Log dirs per broker: 2 for JBOD steps (a replica moved between a broker's log dirs).
+    log_dirs: int = 1
 
     def __post_init__(self) -> None:
         if not self.replicas:
@@ -207,7 +209,9 @@ CLUSTER_KEYS = (
     "node_config",
     "features",
     "background_partitions",
+    "log_dirs",
 )
+MAX_LOG_DIRS = 2
 
 
 def load_cluster(value: Any, problems: Problems) -> Cluster | None:
@@ -292,6 +296,9 @@ def load_cluster(value: Any, problems: Problems) -> Cluster | None:
             f"{path}.background_partitions",
             f"must be an integer from 1 to {MAX_BACKGROUND_PARTITIONS}",
         )
+    log_dirs = obj.get("log_dirs", 1)
+    if not is_int(log_dirs) or not 1 <= log_dirs <= MAX_LOG_DIRS:
+        problems.add(f"{path}.log_dirs", f"must be an integer from 1 to {MAX_LOG_DIRS}")
     if len(problems.items) > before:
         return None
     return Cluster(
@@ -306,6 +313,7 @@ def load_cluster(value: Any, problems: Problems) -> Cluster | None:
         node_config=dict(sorted(nodes.items())),
         features=dict(sorted(features.items())),
         background_partitions=background,
+        log_dirs=log_dirs,
     )
 
 
@@ -360,4 +368,6 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
         out["features"] = dict(cluster.features)
     if cluster.background_partitions != 1:
         out["background_partitions"] = cluster.background_partitions
+    if cluster.log_dirs != 1:
+        out["log_dirs"] = cluster.log_dirs
     return out

@@ -25,13 +25,14 @@ from runrecord.outcome import (
     FENCED_LEADER,
     HANGING,
     LOST,
+    RECREATED,
     STUCK,
     Symptom,
 )
 from runrecord.schedule_fields import Problems, is_int, json_type, unknown_fields
 
 # What a schedule's invariants can show (suites/explore/judge.py).
-KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, FENCED_LEADER, HANGING)
+KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, FENCED_LEADER, HANGING, RECREATED)
 MODES = ("zk", "kraft")
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}$")
 

@@ -3,9 +3,9 @@ how the schedule file states a step (`load_step`), and how the writer writes one
 (`step_to_dict`).
 
 Produce to the current leader, hold a follower back, cut and heal links, expire a session,
-elections, kill and restart, pause and resume, power loss, wait, and a transactional
-producer's writes, commits and aborts. Each step names its targets by role, resolved when
-its turn comes, or by broker id.
+elections, kill and restart, pause and resume, power loss, a move between log dirs or the
+loss of one, wait, and a transactional producer's writes, commits and aborts. Each step
+names its targets by role, resolved when its turn comes, or by broker id.
 """
 
 from __future__ import annotations
@@ -300,6 +300,34 @@ class PowerLoss:
 
 
 @dataclass(frozen=True)
+class MoveDir:
+    """Move the target's replica of the schedule's partition into its broker's other log
+    dir (KIP-113), waiting for the swap; with `throttle`, the copy capped and not waited
+    for. Needs two log dirs per broker (cluster.log_dirs)."""
+
+    KIND: ClassVar[str] = "move-dir"
+    target: Target = field(default=Role.FOLLOWER_IN_ISR, metadata=_target())
+    throttle: bool | None = field(default=None, metadata=_meta(_check_flag))
+
+    def describe(self) -> str:
+        how = ", throttled, not waiting for it" if self.throttle else ""
+        return f"move {_name(self.target)}'s replica to its other log dir{how}"
+
+
+@dataclass(frozen=True)
+class FailDir:
+    """The log dir holding the target's replica of the schedule's partition fails (EIO)
+    while its broker runs on (KIP-112, KIP-858). For the schedule the broker is stopped
+    until a `restart` (or the heal) brings the disk back. Needs cluster.log_dirs 2."""
+
+    KIND: ClassVar[str] = "fail-dir"
+    target: Target = field(default=Role.FOLLOWER_IN_ISR, metadata=_target())
+
+    def describe(self) -> str:
+        return f"fail the log dir of {_name(self.target)}'s replica"
+
+
+@dataclass(frozen=True)
 class Quorum:
     """KRaft: a fault of the controller quorum. `action`: kill (SIGKILL), restart, pause,
     resume, or isolate (cut the voter off from the other voters until a `heal`); `voter`:
@@ -377,6 +405,8 @@ Step = (
     | Pause
     | Resume
     | PowerLoss
+    | MoveDir
+    | FailDir
     | Quorum
     | Wait
     | TxnWrite
@@ -501,6 +531,9 @@ def _check_step(step: Step, path: str, problems: Problems, cluster: Cluster | No
             problems.add(f"{path}.voter", f"the cluster has {cluster.controllers} controller(s)")
     if isinstance(step, PowerLoss) and step.power_model != CUT and step.lose is not None:
         problems.add(f"{path}.lose", f"the {step.model} model decides what is lost: no lose")
+    if isinstance(step, MoveDir | FailDir) and cluster is not None and cluster.log_dirs < 2:
+        what = "a move between log dirs" if isinstance(step, MoveDir) else "a failed log dir"
+        problems.add(f"{path}.kind", f"{what} needs cluster.log_dirs 2")
     unclean = cluster is None or cluster.topic_config.unclean_leader_election_enable
     if isinstance(step, ElectUnclean) and not unclean:
         problems.add(

@@ -134,6 +134,51 @@ def test_replay_of_a_held_alter_partition(kafka_target, logfork_runs, capsys):
 
 
 @pytest.mark.cluster
+def test_replay_of_moves_between_log_dirs(kafka_target, logfork_runs, capsys):
+    """The leader's replica moved to its broker's other log dir and swapped in, the leader
+    killed, a follower's move throttled, writes on, the broker back: every step proves its
+    effect in the brokers' own view (DescribeLogDirs), and nothing diverges."""
+    if not kafka_target.release.at_least(3, 8):
+        pytest.skip("KRaft serves JBOD from 3.8 (KIP-858)")
+    out, run_dir = _replay_agreeing(kafka_target, logfork_runs, capsys, "kraft-move-dir")
+    steps = json.loads((run_dir / "verdict.json").read_text())["details"]["steps"]
+    assert [s["status"] for s in steps] == ["done"] * 7, out
+    moved = [s["targets"] for s in steps if s["kind"] == "move-dir"]
+    assert [m["in_flight"] for m in moved[:1]] == [False]  # waited for the swap
+    assert all(m["to"].startswith("/logfork/data") for m in moved), moved
+    assert moved[0]["broker"] != moved[1]["broker"]  # the first one's broker was killed
+
+
+@pytest.mark.cluster
+def test_replay_of_failed_log_dirs(kafka_target, logfork_runs, capsys, tmp_path):
+    """The leader's log dir fails, then a follower's; writes go on, on the replica left;
+    broker 1's disk comes back with its restart. Each failure is proven in the broker's own
+    view and by the controller's reaction, and the replicas converge. In ZooKeeper mode the
+    schedule keeps broker 3 as controller, whose dir the model does not fail: skipped."""
+    release = kafka_target.release
+    if kafka_target.mode == "kraft" and not release.at_least(3, 7, 1):
+        pytest.skip("KRaft serves JBOD from 3.7; 3.7.0 re-creates the replica (KAFKA-16234)")
+    doc = json.loads((SCHEDULES / "kraft-fail-dir.json").read_text())
+    if kafka_target.mode == "zk":
+        del doc["cluster"]["controllers"]
+        doc["cluster"].update(mode="zk", controller=3)
+    path = tmp_path / "fail-dir.json"
+    path.write_text(json.dumps(doc))
+    args = ["replay", str(path), "--kafka-version", kafka_target.kafka, "--out", str(logfork_runs)]
+    code = cli.main([*args, "--no-report"])
+    out = capsys.readouterr().out
+    assert code == 0 and "model and brokers agree: yes" in out, out
+    run_dir = Path(_printed(out, "run directory")[0])
+    steps = json.loads((run_dir / "verdict.json").read_text())["details"]["steps"]
+    third = "skipped" if kafka_target.mode == "zk" else "done"
+    assert [s["status"] for s in steps] == ["done"] * 3 + [third] + ["done"] * 3, out
+    assert steps[1]["targets"]["broker"] == 1 and "recreated" not in steps[1]["targets"]
+    timeline = (run_dir / "timeline.jsonl").read_text()
+    # Each failure, and each disk back (broker 1's restart, broker 3 in the heal).
+    assert timeline.count('"name": "log-dir-failed"') == (2 if kafka_target.mode == "zk" else 4)
+
+
+@pytest.mark.cluster
 def test_replay_of_the_kafka_19522_finding(kafka_target, logfork_runs, capsys):
     """The finding explore made blind on 4.0.2 (docs/findings/KAFKA-19522.md): a fenced
     last known leader elected before 4.1.0, and from 4.1.0 an election that waits."""

@@ -36,10 +36,12 @@ from runrecord.schedule import (
     ElectUnclean,
     Endpoint,
     ExpireSession,
+    FailDir,
     Heal,
     HoldAlterPartition,
     HoldBack,
     Kill,
+    MoveDir,
     Pause,
     PowerLoss,
     Produce,
@@ -394,6 +396,43 @@ class Simulator(ControlPlane):
         b = self._pick(step.target, self._status_is(PAUSED), "resume")
         self.nodes[b].status = RUNNING
         self._event(f"broker {b} resumed")
+        self.settle()
+        return {"broker": b}
+
+    def _running_replica(self, b: Any) -> str | None:
+        return (
+            f"broker {b} holds no replica"
+            if b not in self.assignment
+            else self._status_is(RUNNING)(b)
+        )
+
+    def _do_movedir(self, step: MoveDir) -> dict[str, Any]:
+        b = self._pick(step.target, self._running_replica, "move the replica of")
+        # The swap puts a copy of the log in its place (KIP-113): its batches and its
+        # leader epoch cache are the same, so nothing the model keeps changes. A move left
+        # in flight changes nothing either: the current log serves until the swap.
+        how = "throttled" if step.throttle else "swapped in"
+        self._event(f"broker {b}'s replica moved to its other log dir ({how})")
+        return {"broker": b}
+
+    def _do_faildir(self, step: FailDir) -> dict[str, Any]:
+        def ok(b: Any) -> str | None:
+            # ZooKeeper mode: the controller's session, and its role, outlive the dir.
+            zk_controller = self.cluster.mode == "zk" and b == self._controller_broker()
+            return f"broker {b} is the controller" if zk_controller else self._running_replica(b)
+
+        b = self._pick(step.target, ok, "fail the log dir of")
+        # The broker takes the dir offline, with the replica, and tells the controller
+        # (KRaft: its next heartbeat names the dir, KIP-858; ZooKeeper mode: a
+        # log_dir_event_notification, KIP-112), which acts as for a broker that lost its
+        # session: out of the ISR, its leadership moved. For this partition the broker is
+        # down until it restarts on the disk, after a controlled shutdown (faults.disk)
+        # that the controller sees as clean; what reached the disk stays there.
+        self._stop(b, clean=True)
+        if self.nodes[b].registered:
+            self.nodes[b].registered = False
+            self._failed.add(b)
+        self._event(f"broker {b}'s log dir fails: its replica goes offline")
         self.settle()
         return {"broker": b}
 

@@ -25,9 +25,11 @@ from runrecord.schedule import (
     ElectPreferred,
     ElectUnclean,
     ExpireSession,
+    FailDir,
     Heal,
     HoldBack,
     Kill,
+    MoveDir,
     Pause,
     PowerLoss,
     Produce,
@@ -758,3 +760,33 @@ def test_a_fast_restart(release: str, fenced: bool) -> None:
     assert (sim.ctl.leader == B) is fenced, sim.events
     assert (sim.ctl.epoch > epoch) is fenced
     assert any("restarted at once" in e for e in sim.events)
+
+
+# --------------------------------------------------------------------------------------
+# JBOD: a replica moved between its broker's log dirs, and the log dir holding one failing.
+
+JBOD = Cluster(mode="kraft", brokers=3, replication_factor=3, replicas=(A, B, C), log_dirs=2)
+
+
+def test_a_move_between_log_dirs_changes_nothing_the_model_keeps() -> None:
+    steps = (Produce(3), MoveDir(Role.LEADER), Produce(2), MoveDir(B, throttle=True))
+    moved = simulate(Schedule(JBOD, steps=steps), DIVERGING)
+    plain = simulate(Schedule(JBOD, steps=(Produce(3), Produce(2))), DIVERGING)
+    assert moved.outcome is Fate.CONSISTENT and moved.logs == plain.logs
+    assert "step 1: broker 1's replica moved to its other log dir (swapped in)" in moved.events
+
+
+def test_a_failed_log_dir_takes_the_replica_offline_until_its_broker_restarts() -> None:
+    steps = (Produce(3), FailDir(Role.LEADER), Produce(2), Kill(A), Restart(A), Produce(1))
+    sim = Simulator(JBOD, DIVERGING)
+    records = [sim.apply(s) for s in steps]
+    # The leader's dir fails: another ISR member leads at once (no session to wait out),
+    # broker 1 is down for the partition, so killing it is skipped and restarting it works.
+    assert [r.status for r in records] == ["done", "done", "done", "skipped", "done", "done"]
+    p = sim.finish()
+    assert p.outcome is Fate.CONSISTENT and p.logs[A] == p.logs[B] == p.logs[C]
+    # In ZooKeeper mode the controller broker keeps its session, and its role, so its dir is
+    # not failed in the model.
+    zk = Simulator(Cluster(brokers=3, replication_factor=3, replicas=(A, B, C), controller=A,
+                           log_dirs=2), KIP279)  # fmt: skip
+    assert zk.apply(FailDir(A)).status == "skipped"

@@ -21,6 +21,7 @@ from runrecord.schedule import (
     Heal,
     HoldBack,
     Kill,
+    MoveDir,
     Pause,
     PowerLoss,
     Produce,
@@ -188,6 +189,24 @@ def test_background_partitions_rotate_the_replicas_and_are_written_only_when_set
     doc = to_dict(several)
     doc["cluster"]["background_partitions"] = 7
     with pytest.raises(ScheduleError, match=r"cluster\.background_partitions: must be an integer"):
+        loads(json.dumps(doc))
+
+
+def test_a_move_between_log_dirs_round_trips_and_needs_two_log_dirs() -> None:
+    jbod = Schedule(
+        Cluster(replication_factor=2, log_dirs=2),
+        steps=(MoveDir(), MoveDir(Role.LEADER, throttle=True)),
+    )
+    doc = to_dict(jbod)
+    assert doc["cluster"]["log_dirs"] == 2
+    assert doc["steps"] == [{"kind": "move-dir", "target": "follower-in-isr"},
+                            {"kind": "move-dir", "target": "leader", "throttle": True}]  # fmt: skip
+    assert loads(dumps(jbod)) == jbod
+    assert "log_dirs" not in to_dict(Schedule(Cluster(replication_factor=2)))["cluster"]
+    with pytest.raises(ScheduleError, match=r"steps\[0\]\.kind: a move between log dirs needs"):
+        validate(Schedule(Cluster(replication_factor=2), steps=(MoveDir(),)))
+    doc["cluster"]["log_dirs"] = 3
+    with pytest.raises(ScheduleError, match=r"cluster\.log_dirs: must be an integer from 1 to 2"):
         loads(json.dumps(doc))
 
 

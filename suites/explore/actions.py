@@ -32,7 +32,7 @@ from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
 from suites.broker_logs import log_mark, shutdown_backoffs
-from suites.explore import elect_steps, txn_steps
+from suites.explore import dir_steps, elect_steps, txn_steps
 from suites.explore.alter_partition import Holds
 from suites.explore.fast_restart import fast_restart
 from suites.explore.power_cuts import PowerCut, cut_power
@@ -97,6 +97,12 @@ class Live:
         self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
         self.txn = txn_steps.Transactional(topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT)
         self._registered: set[int] = set()
+        # Brokers whose log dir holding the partition failed (fail-dir): stopped, for the
+        # schedule, until a restart brings the disk back. Broker -> the dir's index.
+        self.failed_dirs: dict[int, int] = {}
+        # Brokers seen holding a replica of their offline dir current in another of their
+        # dirs (KIP-112 rules that out while a dir is bad; KAFKA-16234), in words.
+        self.recreated: dict[int, str] = {}
         self._since = dict(marks or {})  # broker -> its log's mark at its last start
 
     # -- what the steps see -----------------------------------------------------------------
@@ -128,6 +134,8 @@ class Live:
         return self.cluster.broker(broker)
 
     def status(self, broker: int) -> str:
+        if broker in self.failed_dirs:
+            return "stopped"  # its replica is: the dir that held it is offline
         status = self.node(broker).status()
         return "stopped" if status in ("exited", "created", "dead") else status
 
@@ -135,7 +143,7 @@ class Live:
         return broker == QUORUM or self.status(broker) == "running"
 
     def registered(self, broker: int) -> bool:
-        return broker in self._registered
+        return broker in self._registered and broker not in self.failed_dirs
 
     def describe(self, broker: int) -> str:
         session_ = "" if self.registered(broker) else " without a session"
@@ -459,8 +467,11 @@ class Live:
                     link.cut.restore()  # its side of the cut went with its old namespace
             self.holds.restore(b)
 
+        def start() -> None:
+            process.restart(self.cluster, self.node(b), serving=serving, on_running=restore)
+
         self._since[b] = log_mark(self.node(b))
-        process.restart(self.cluster, self.node(b), serving=serving, on_running=restore)
+        dir_steps.restart(self, b, start)
 
     def _do_pause(self, step: kinds.Pause) -> tuple[dict[str, Any], float]:
         b = roles.pick(step.target, self.view(), self._running, "pause")
@@ -486,6 +497,12 @@ class Live:
         self.power_cuts.append(cut)
         lost = {p: after - before for p, (before, after) in cut.ends.items() if after != before}
         return {"broker": b, "lost": {str(p): -n for p, n in lost.items()}}, waits
+
+    def _do_movedir(self, step: kinds.MoveDir) -> tuple[dict[str, Any], float]:
+        return dir_steps.move(self, step)
+
+    def _do_faildir(self, step: kinds.FailDir) -> tuple[dict[str, Any], float]:
+        return dir_steps.fail(self, step)
 
     def _do_wait(self, step: kinds.Wait) -> tuple[dict[str, Any], float]:
         time.sleep(step.seconds)  # the step is time passing: nothing to wait for but it

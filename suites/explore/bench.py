@@ -26,7 +26,7 @@ from observe.controller import active_controller
 from observe.state import partitions
 from runrecord.power import CUT, UNSYNCED
 from runrecord.schedule import Cluster as Shape
-from runrecord.schedule import PowerLoss, Schedule, session_key
+from runrecord.schedule import FailDir, PowerLoss, Schedule, session_key
 from suites.broker_logs import dead_fetcher, log_mark
 from suites.explore import txn_steps
 
@@ -93,14 +93,19 @@ def cluster_spec(
         node_config=nodes,
         base_image=base_image,
         features=dict(shape.features),
+        log_dirs={f"b{b}": shape.log_dirs for b in shape.broker_ids} if shape.log_dirs > 1 else {},
         # The mounts serve every filesystem model; each power loss names its own.
         power_model=UNSYNCED if disks else CUT,
     )
 
 
 def needs_disks(schedule: Schedule) -> bool:
-    """Whether a schedule's power losses need crash-simulating filesystems."""
-    return any(isinstance(s, PowerLoss) and s.power_model != CUT for s in schedule.steps)
+    """Whether a schedule's power losses, or a disk that fails, need crash-simulating
+    filesystems."""
+    return any(
+        isinstance(s, FailDir) or (isinstance(s, PowerLoss) and s.power_model != CUT)
+        for s in schedule.steps
+    )
 
 
 def shape_key(shape: Shape) -> tuple[Any, ...]:
@@ -113,6 +118,7 @@ def shape_key(shape: Shape) -> tuple[Any, ...]:
         shape.broker_config,
         tuple(sorted(shape.node_config.items())),
         tuple(sorted(shape.features.items())),
+        shape.log_dirs,
     )
 
 

@@ -32,8 +32,8 @@ def open_benches(
     stack: contextlib.ExitStack, options: ExploreOptions, out: Path, count: int
 ) -> list[Bench]:
     """`count` benches, closed with `stack`; crash-simulating disks where a power model
-    other than the cut may be drawn."""
-    disks = any(m != CUT for m in options.power_models)
+    other than the cut may be drawn, or a log dir may fail (--jbod)."""
+    disks = options.jbod or any(m != CUT for m in options.power_models)
     return [
         stack.enter_context(
             Bench(

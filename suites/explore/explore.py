@@ -58,6 +58,7 @@ class ExploreOptions:
     budget: int | None = None
     minutes: float | None = None
     unclean: bool = False
+    jbod: bool = False  # two log dirs per broker, and moves between them
     power_models: tuple[str, ...] = (CUT,)  # drawn per power-loss step (runrecord.power)
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
@@ -484,5 +485,6 @@ def draw_options(
         features={ELR_FEATURE: 1} if elr else {},
         # Three voters, so that the quorum's own faults are drawn (one survives a loss).
         controllers=3 if mode == "kraft" else 1,
+        jbod=options.jbod,
     )
     return explore_shape(drawing)

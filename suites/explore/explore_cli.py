@@ -23,7 +23,7 @@ from pathlib import Path
 from fixtures.cleanup import Terminated, install_handlers
 from fixtures.disks import check_model
 from fixtures.errors import SetupError
-from fixtures.releases import resolve
+from fixtures.releases import Release, resolve
 from runrecord.explore import SHARD_DONE, ExploreRecord
 from runrecord.power import CUT
 from suites.explore.clusters import cluster_count, open_benches
@@ -54,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--unclean",
         action="store_true",
         help="let schedules enable unclean leader election and draw unclean elections",
+    )
+    parser.add_argument(
+        "--jbod",
+        action="store_true",
+        help="give every broker two log dirs, on crash-simulating filesystems, and draw moves "
+        "of replicas between them and failures of a log dir (KIP-113, KIP-112; KRaft from "
+        "3.7, KIP-858)",
     )
     parser.add_argument(
         "--power-models",
@@ -150,6 +157,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         budget=args.budget,
         minutes=args.minutes,
         unclean=args.unclean,
+        jbod=args.jbod,
         power_models=models,
         guided=not args.no_guidance,
         pool=args.pool,
@@ -173,6 +181,8 @@ def main(args: argparse.Namespace) -> int:
     if mode not in release.modes:
         has = " and ".join(release.modes)
         raise SetupError(f"Kafka {release} has no {mode} mode (it has {has})")
+    if options.jbod:
+        check_jbod(release, mode)
     stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
     out = Path(args.out or f"runs/explore-{release}-{mode}-seed{options.seed}-{stamp}").resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -267,3 +277,12 @@ def best_so_far(record: ExploreRecord) -> str:
             f"{record.release} --kafka-mode {record.mode}"
         )
     return f"interrupted after {len(record.schedules)} schedule(s); nothing found so far"
+
+
+def check_jbod(release: Release, mode: str) -> None:
+    """Moves between log dirs came with KIP-113 (1.1); KRaft serves JBOD from 3.7 (KIP-858,
+    early access there; production-ready in 3.8)."""
+    if not release.at_least(1, 1):
+        raise SetupError(f"--jbod: Kafka {release} cannot move replicas between log dirs (1.1+)")
+    if mode == "kraft" and not release.at_least(3, 7):
+        raise SetupError(f"--jbod: KRaft serves JBOD from 3.7 (KIP-858), not {release}")

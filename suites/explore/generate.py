@@ -32,10 +32,12 @@ from runrecord.schedule import (
     ElectPreferred,
     ElectUnclean,
     ExpireSession,
+    FailDir,
     Heal,
     HoldAlterPartition,
     HoldBack,
     Kill,
+    MoveDir,
     Pause,
     PowerLoss,
     Produce,
@@ -76,6 +78,8 @@ STEP_WEIGHTS: dict[str, float] = {
     "txn-write": 10,
     "txn-commit": 6,
     "txn-abort": 2,
+    "move-dir": 4,  # only with jbod: a replica moved between its broker's log dirs
+    "fail-dir": 3,  # only with jbod: the log dir holding a replica fails
 }
 assert set(STEP_WEIGHTS) == set(STEP_KINDS)
 TXN_KINDS = ("txn-write", "txn-commit", "txn-abort")
@@ -114,6 +118,7 @@ class DrawOptions:
     power_models: tuple[str, ...] = (CUT,)
     features: Mapping[str, int] = field(default_factory=dict)  # KRaft: formatted with these
     controllers: int = 1  # KRaft: voters of the quorum (quorum steps are drawn with 3)
+    jbod: bool = False  # two log dirs per broker, and move-dir steps
 
 
 def explore_shape(options: DrawOptions, lag_ms: int = 600000) -> DrawOptions:
@@ -166,6 +171,7 @@ def draw_cluster(rng: random.Random, options: DrawOptions) -> Cluster:
         controllers=options.controllers if options.mode == "kraft" else 1,
         features=dict(options.features),
         background_partitions=background,
+        log_dirs=2 if options.jbod else 1,
     )
 
 
@@ -272,6 +278,15 @@ def _draw_txn_abort(rng: random.Random, c: Cluster) -> Step:
     return TxnAbort()
 
 
+def _draw_move_dir(rng: random.Random, c: Cluster) -> Step:
+    target = _replica_or(rng, c, [(Role.LEADER, 0.4), (Role.FOLLOWER_IN_ISR, 0.4)])
+    return MoveDir(target, rng.random() < 0.5 or None)
+
+
+def _draw_fail_dir(rng: random.Random, c: Cluster) -> Step:
+    return FailDir(_replica_or(rng, c, [(Role.LEADER, 0.4), (Role.FOLLOWER_IN_ISR, 0.4)]))
+
+
 DRAW: dict[str, Callable[[random.Random, Cluster], Step]] = {
     "produce": _draw_produce,
     "hold-back": _draw_hold_back,
@@ -291,6 +306,8 @@ DRAW: dict[str, Callable[[random.Random, Cluster], Step]] = {
     "txn-write": _draw_txn_write,
     "txn-commit": _draw_txn_commit,
     "txn-abort": _draw_txn_abort,
+    "move-dir": _draw_move_dir,
+    "fail-dir": _draw_fail_dir,
 }
 ATTEMPTS = 3  # parameter draws per kind before the kind is set aside for this position
 
@@ -338,6 +355,7 @@ def kind_weights(options: DrawOptions) -> dict[str, float]:
         # always did (a replay file may hold one in either mode).
         and (k != "hold-alter-partition" or options.mode == "kraft")
         and (k not in TXN_KINDS or options.mode == "kraft")
+        and (k not in ("move-dir", "fail-dir") or options.jbod)
     }
 
 

@@ -53,6 +53,7 @@ from runrecord.replay import (
     HANGING,
     LOST,
     METADATA_DIVERGED,
+    RECREATED,
     STUCK,
     TORN,
     UNJUDGED,
@@ -101,6 +102,9 @@ class Observed:
     duplicates: list[int] = field(default_factory=list)  # first offsets of writes appended twice
     stable: str | None = None
     stable_stuck: bool | None = None
+    # A broker re-created its replica of an offline log dir in another of its dirs (what
+    # the fail-dir step saw, in words).
+    recreated: list[str] = field(default_factory=list)
 
 
 def unclean_elections(states: Sequence[StateSeen]) -> int:
@@ -170,6 +174,11 @@ def judge_partition(
     seen: Observed, *, release: Release, mode: str, unclean_enabled: bool
 ) -> tuple[str | None, str, str | None]:
     """(finding kind or None, one line, the loss rule that decided, if one did)."""
+    if seen.recreated:
+        # Seen while the dir was offline, before the heal: no audit needed. It comes first,
+        # as the cause of what follows: the broker holds two copies once the disk is back,
+        # which 3.7.0 refuses to start with, and the audit cannot judge.
+        return RECREATED, "; ".join(seen.recreated), None
     if not seen.converged and (seen.stuck_lines or seen.stalled):
         if seen.stuck_lines:
             b, line = sorted(seen.stuck_lines.items())[0]
@@ -293,6 +302,7 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "hanging": seen.hanging,
         "torn": seen.torn,
         "duplicates": seen.duplicates,
+        "recreated": seen.recreated,
         "stable": seen.stable,
         "unclean_elections": unclean_elections(seen.states),
         "recovering": recovering(seen.states),
@@ -314,6 +324,9 @@ def observed_symptom(judgement: Judgement) -> Symptom:
         return Symptom(HANGING, (seen.get("hanging") or [None])[0])
     if judgement.failure == STUCK:
         return Symptom(STUCK, replicas=sorted(int(b) for b in seen.get("stuck", {})) or None)
+    if judgement.failure == RECREATED:
+        brokers = sorted({int(line.split()[1]) for line in seen.get("recreated", [])})
+        return Symptom(RECREATED, replicas=brokers or None)
     return Symptom(judgement.failure)
 
 

@@ -113,5 +113,6 @@ def observe(
             duplicates=[d.first_offset for d in found.duplicates],
             stable=str(stable) if stable is not None and p == SCHEDULE_PARTITION else None,
             stable_stuck=stable.stuck if stable is not None and p == SCHEDULE_PARTITION else None,
+            recreated=sorted(live.recreated.values()) if p == SCHEDULE_PARTITION else [],
         )
     return out

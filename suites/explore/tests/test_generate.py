@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -102,6 +103,16 @@ def test_transactional_steps_are_drawn_in_kraft_only() -> None:
     options = DrawOptions(mode="kraft", protocol=Protocol.DIVERGING_EPOCH)
     kraft = [step.KIND for s in draw_many(3, 100, options) for step in s.steps]
     assert set(TXN_KINDS) <= set(kraft)
+
+
+def test_moves_between_log_dirs_are_drawn_with_jbod_only() -> None:
+    options = DrawOptions(mode="kraft", protocol=Protocol.DIVERGING_EPOCH)
+    plain = draw_many(3, 60, options)
+    assert all(s.cluster.log_dirs == 1 for s in plain)
+    assert "move-dir" not in {step.KIND for s in plain for step in s.steps}
+    jbod = draw_many(3, 60, replace(options, jbod=True))
+    assert all(s.cluster.log_dirs == 2 for s in jbod)
+    assert "move-dir" in {step.KIND for s in jbod for step in s.steps}
 
 
 def test_guidance_ranks_kafka_20716_first_on_the_newest_release() -> None:

@@ -14,6 +14,7 @@ from runrecord.replay import (
     HANGING,
     LOST,
     METADATA_DIVERGED,
+    RECREATED,
     STUCK,
     TORN,
     UNJUDGED,
@@ -148,6 +149,19 @@ def test_a_broker_that_exited_is_evidence() -> None:
     j = judge({0: seen}, unclean_enabled=False, exited={2: "halted"}, **ZK)
     assert j.failure == STUCK
     assert j.evidence["exited"] == {"2": "halted"}
+
+
+def test_a_replica_recreated_beside_its_offline_dir_comes_first() -> None:
+    # KAFKA-16234: the copy made while the dir was offline, then a broker that will not
+    # start with two copies: stuck, and an audit error, follow from it.
+    said = "broker 2 re-created its replica of s-0 in /logfork/data while /logfork/data2, ..."
+    seen = clean(recreated=[said], converged=False, stalled=True, unjudged="audit errors: [...]")
+    j = judge({0: seen, 1: clean()}, unclean_enabled=False, **KRAFT_39)
+    assert (j.failure, j.partition) == (RECREATED, 0)
+    assert said in j.summary
+    assert j.evidence["partitions"]["0"]["recreated"] == [said]
+    symptom = observed_symptom(j)
+    assert (symptom.kind, symptom.replicas) == (RECREATED, [2])
 
 
 def test_a_fenced_broker_elected_leader_is_a_finding() -> None:
