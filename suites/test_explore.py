@@ -179,6 +179,27 @@ def test_replay_of_failed_log_dirs(kafka_target, logfork_runs, capsys, tmp_path)
 
 
 @pytest.mark.cluster
+def test_replay_of_the_kafka_16234_finding(kafka_target, logfork_runs, capsys):
+    """The finding explore made blind on 3.7.0 (docs/findings/KAFKA-16234.md): a broker
+    re-creates the replicas of its failed log dir in its other dir. From 3.7.1 they stay
+    offline until the disk is back, and the run holds."""
+    release = kafka_target.release
+    if kafka_target.mode != "kraft" or not release.at_least(3, 7):
+        pytest.skip("KRaft serves JBOD from 3.7 (KIP-858)")
+    args = ["replay", str(FINDINGS / "KAFKA-16234.json"), "--kafka-version", kafka_target.kafka]
+    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
+    out = capsys.readouterr().out
+    run_dir = Path(_printed(out, "run directory")[0])
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert [s["status"] for s in verdict["details"]["steps"]] == ["done"] * 2, out
+    failure = verdict["details"]["judgement"]["failure"]
+    if release.at_least(3, 7, 1):
+        assert (code, failure) == (0, None), out
+    else:
+        assert (code, failure) == (1, "replica-recreated"), out
+
+
+@pytest.mark.cluster
 def test_replay_of_the_kafka_19522_finding(kafka_target, logfork_runs, capsys):
     """The finding explore made blind on 4.0.2 (docs/findings/KAFKA-19522.md): a fenced
     last known leader elected before 4.1.0, and from 4.1.0 an election that waits."""

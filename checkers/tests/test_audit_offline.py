@@ -5,6 +5,7 @@ input."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,3 +78,13 @@ def test_the_command_exits_0_and_a_missing_path_is_still_bad_input(dirs, capsys)
     assert "offline log dir(s) (1)" in capsys.readouterr().out
     assert logfork(["audit", *map(str, dirs), str(dirs[0].parent / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().out
+
+
+def test_spark_names_the_offline_dir_as_the_local_engine_does(dirs, tmp_path) -> None:
+    out = {}
+    for engine in ("local", "spark"):
+        args = ["audit", *map(str, dirs), "--json", str(tmp_path / f"{engine}.json")]
+        assert logfork([*args, *(["--spark-master", "local[1]"] if engine == "spark" else [])]) == 0
+        out[engine] = json.loads((tmp_path / f"{engine}.json").read_text())
+    assert out["spark"]["inputs"] == out["local"]["inputs"]
+    assert out["spark"]["partitions"] == out["local"]["partitions"]

@@ -98,8 +98,8 @@ class Live:
         self.txn = txn_steps.Transactional(topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT)
         self._registered: set[int] = set()
         # Brokers whose log dir holding the partition failed (fail-dir): stopped, for the
-        # schedule, until a restart brings the disk back. Broker -> the dir's index.
-        self.failed_dirs: dict[int, int] = {}
+        # schedule, until a restart brings the disk back.
+        self.failed_dirs: dict[int, dir_steps.FailedDir] = {}
         # Brokers seen holding a replica of their offline dir current in another of their
         # dirs (KIP-112 rules that out while a dir is bad; KAFKA-16234), in words.
         self.recreated: dict[int, str] = {}
