@@ -317,9 +317,9 @@ def _copy_back(explorer: Explorer, source: Any, row: dict[str, Any], worker: str
         if log.is_file():  # what the shard printed, as `logfork explore` would have
             (out / "shard-logs").mkdir(exist_ok=True)
             shutil.move(log, out / "shard-logs" / f"{row['shard']}.log")
-        index = staging / "report" / INDEX_JSON
-        if index.is_file():  # the shard's reports join the run's index
-            write_index(out / "report", load_entries(index))
+        # The shard's reports join the run's index, which exists even when no schedule
+        # had a report (none found anything: a shard writes none then).
+        write_index(out / "report", load_entries(staging / "report" / INDEX_JSON))
         base = row["out"]
 
         def here(path: str | None) -> str | None:
