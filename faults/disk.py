@@ -23,8 +23,7 @@ from fixtures.config import log_dir_path
 from fixtures.disks import NodeDisk
 from fixtures.errors import NotReached, SetupError
 from fixtures.nodes import Node
-from fixtures.waiting import WaitTimeout, wait_until
-from observe.log_dirs import OFFLINE, ONLINE, seen_state
+from observe.log_dirs import OFFLINE, ONLINE, await_log_dir
 
 
 def replace_disks(cluster: Cluster, node: Node) -> None:
@@ -92,11 +91,4 @@ def _disk(cluster: Cluster, node: Node, index: int) -> NodeDisk:
 
 
 def _await_state(node: Node, path: str, wanted: str, timeout: float) -> None:
-    def seen() -> str:
-        state = seen_state(node, path)
-        return state if isinstance(state, str) else state.error
-
-    try:
-        wait_until(seen, lambda s: s == wanted, what=f"{path} {wanted}", timeout=timeout)
-    except WaitTimeout as exc:
-        raise NotReached(f"{node.name}'s {path} {wanted} in DescribeLogDirs", exc.last) from None
+    await_log_dir(node, path, lambda s: s.error == wanted, f"{wanted} in DescribeLogDirs", timeout)

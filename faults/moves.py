@@ -5,7 +5,6 @@ A throttle slows the copy, so that the move can be caught half-way."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 
 from confluent_kafka.admin import ConfigResource
 
@@ -13,9 +12,8 @@ from fixtures.cluster import Cluster
 from fixtures.config import EXTERNAL_PORT, log_dir_path
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
-from fixtures.waiting import WaitTimeout, wait_until
 from observe import wire
-from observe.log_dirs import seen_state
+from observe.log_dirs import await_log_dir
 
 # A dynamic broker config only: server.properties cannot set it (KIP-113).
 DIR_MOVE_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
@@ -54,7 +52,8 @@ def move_to_dir(cluster: Cluster, node: Node, topic: str, partition: int, index:
     cluster.timeline.record(
         "fault", "log-dir-move", node=node.name, topic=topic, partition=partition, target=path
     )
-    _await(node, path, lambda s: (topic, partition) in s.future | s.partitions, "started")
+    started = f"the move of {topic}-{partition} into it started"
+    await_log_dir(node, path, lambda s: (topic, partition) in s.future | s.partitions, started)
 
 
 def await_moved(
@@ -63,25 +62,8 @@ def await_moved(
     """The move is done: the replica current in the target dir, and no future left."""
     path = log_dir_path(index)
     tp = (topic, partition)
-    _await(node, path, lambda s: tp in s.partitions and tp not in s.future, "done", timeout)
+    done = f"the move of {topic}-{partition} into it done"
+    await_log_dir(node, path, lambda s: tp in s.partitions and tp not in s.future, done, timeout)
     cluster.timeline.record(
         "heal", "log-dir-move", node=node.name, topic=topic, partition=partition
     )
-
-
-def _await(
-    node: Node,
-    path: str,
-    done: Callable[[wire.LogDirState], bool],
-    what: str,
-    timeout: float = 30.0,
-) -> None:
-    try:
-        wait_until(
-            lambda: seen_state(node, path),
-            lambda s: not isinstance(s, str) and done(s),
-            what=f"the move into {path} {what}",
-            timeout=timeout,
-        )
-    except WaitTimeout as exc:
-        raise NotReached(f"{node.name}: the move into {path} {what}", exc.last) from None

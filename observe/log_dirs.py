@@ -3,8 +3,12 @@ which replicas each holds, current or being moved in."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fixtures.config import EXTERNAL_PORT
+from fixtures.errors import NotReached
 from fixtures.nodes import Node
+from fixtures.waiting import WaitTimeout, wait_until
 from observe import wire
 
 ONLINE, OFFLINE = "NONE", "KAFKA_STORAGE_ERROR"
@@ -23,3 +27,23 @@ def seen_state(node: Node, path: str) -> wire.LogDirState | str:
     except (OSError, wire.ProtocolError) as exc:
         return f"no answer: {exc}"
     return "not listed" if state is None else state
+
+
+def await_log_dir(
+    node: Node,
+    path: str,
+    done: Callable[[wire.LogDirState], bool],
+    what: str,
+    timeout: float = 30.0,
+) -> None:
+    """Until the broker's view of its dir `path` is `done`; NotReached, with what was seen
+    last, when it never is."""
+    try:
+        wait_until(
+            lambda: seen_state(node, path),
+            lambda s: not isinstance(s, str) and done(s),
+            what=f"{path}: {what}",
+            timeout=timeout,
+        )
+    except WaitTimeout as exc:
+        raise NotReached(f"{node.name}'s {path}: {what}", exc.last) from None

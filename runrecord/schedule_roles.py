@@ -127,3 +127,17 @@ def cannot_hold_alter_partition(
 NO_ALTER_PARTITION = (
     "no AlterPartition before 2.7 (KIP-497): the leader writes the ISR to ZooKeeper itself"
 )
+
+
+def cannot_use_log_dir(
+    broker: int, view: View, running: str | None, *, failing: bool
+) -> str | None:
+    """Why a move-dir step (`failing` False) or a fail-dir step (True) cannot act on the
+    broker's replica, or None. `running`: why it does not run (None: it does). A ZooKeeper-
+    mode controller's session, and its role, outlive a failed dir, which the model would
+    hand on: fail-dir leaves it alone."""
+    if broker not in view.assignment:
+        return f"broker {broker} holds no replica"
+    if failing and view.mode == "zk" and broker == view.controller:
+        return f"broker {broker} is the controller"
+    return running

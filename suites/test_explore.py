@@ -178,6 +178,15 @@ def test_replay_of_failed_log_dirs(kafka_target, logfork_runs, capsys, tmp_path)
     assert timeline.count('"name": "log-dir-failed"') == (2 if kafka_target.mode == "zk" else 4)
 
 
+def _replay_finding(kafka_target, logfork_runs, capsys, jira: str) -> tuple[int, str, dict]:
+    """`logfork replay` of docs/findings/JIRA.json: its exit code, output and verdict."""
+    args = ["replay", str(FINDINGS / f"{jira}.json"), "--kafka-version", kafka_target.kafka]
+    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
+    out = capsys.readouterr().out
+    run_dir = Path(_printed(out, "run directory")[0])
+    return code, out, json.loads((run_dir / "verdict.json").read_text())
+
+
 @pytest.mark.cluster
 def test_replay_of_the_kafka_16234_finding(kafka_target, logfork_runs, capsys):
     """The finding explore made blind on 3.7.0 (docs/findings/KAFKA-16234.md): a broker
@@ -186,11 +195,7 @@ def test_replay_of_the_kafka_16234_finding(kafka_target, logfork_runs, capsys):
     release = kafka_target.release
     if kafka_target.mode != "kraft" or not release.at_least(3, 7):
         pytest.skip("KRaft serves JBOD from 3.7 (KIP-858)")
-    args = ["replay", str(FINDINGS / "KAFKA-16234.json"), "--kafka-version", kafka_target.kafka]
-    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
-    out = capsys.readouterr().out
-    run_dir = Path(_printed(out, "run directory")[0])
-    verdict = json.loads((run_dir / "verdict.json").read_text())
+    code, out, verdict = _replay_finding(kafka_target, logfork_runs, capsys, "KAFKA-16234")
     assert [s["status"] for s in verdict["details"]["steps"]] == ["done"] * 2, out
     failure = verdict["details"]["judgement"]["failure"]
     if release.at_least(3, 7, 1):
@@ -206,11 +211,7 @@ def test_replay_of_the_kafka_19522_finding(kafka_target, logfork_runs, capsys):
     release = kafka_target.release
     if kafka_target.mode != "kraft" or not release.at_least(4, 0):
         pytest.skip("formatted with eligible.leader.replicas.version, which needs 4.0")
-    args = ["replay", str(FINDINGS / "KAFKA-19522.json"), "--kafka-version", kafka_target.kafka]
-    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
-    out = capsys.readouterr().out
-    run_dir = Path(_printed(out, "run directory")[0])
-    verdict = json.loads((run_dir / "verdict.json").read_text())
+    code, out, verdict = _replay_finding(kafka_target, logfork_runs, capsys, "KAFKA-19522")
     assert [s["status"] for s in verdict["details"]["steps"]] == ["done"] * 3, out
     failure = verdict["details"]["judgement"]["failure"]
     assert verdict["symptom"]["expected"]["kind"] == "consistent"  # it declares no `expect`

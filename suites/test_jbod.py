@@ -33,7 +33,12 @@ def produce(cluster, partitions, records, size=100):
     assert producer.flush(60) == 0
 
 
-def test_a_lost_log_dir_and_a_half_copied_move_audit_consistent(cluster_factory, tmp_path):
+def test_a_lost_log_dir_and_a_half_copied_move_audit_consistent(
+    kafka_target, cluster_factory, tmp_path
+):
+    if kafka_target.mode == "kraft" and not kafka_target.release.at_least(3, 7, 1):
+        # 3.7.0 re-creates the lost replicas in the other dir: docs/findings/KAFKA-16234.md.
+        pytest.skip("KRaft serves JBOD from 3.7; 3.7.0 re-creates the replica (KAFKA-16234)")
     # The crash-simulating mounts are what lets a log dir's disk go away.
     cluster = cluster_factory(log_dirs={f"b{i}": 2 for i in (1, 2, 3)}, power_model="unsynced")
     cluster.create_topic(TOPIC, ASSIGNMENT)

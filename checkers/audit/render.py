@@ -169,10 +169,11 @@ def _render_log_dirs_apart(result: AuditResult) -> list[str]:
             "replicas that remain"
         )
         lines.extend(wrap(f"{who(d.broker_id)}{d.path}: {d.offline}") for d in result.offline)
+        offline = result.offline_by_broker()
         missing = [
             f"{v.topic}-{v.partition}: {', '.join(map(str, gone))}"
             for v in result.partitions
-            if (gone := result.missing_replicas(v))
+            if (gone := result.missing_replicas(v, offline))
         ]
         if missing:
             lines.append(wrap(f"replicas missing: {'; '.join(missing)}"))

@@ -107,20 +107,25 @@ class AuditResult:
         partitions they held are judged on the replicas that remain, as Kafka serves them)."""
         return [d for d in self.log_dirs if d.offline is not None]
 
-    def missing_replicas(self, v: PartitionVerdict) -> list[MissingReplica]:
-        """The partition's assigned replicas (KRaft metadata log) that no input held. A
-        ZooKeeper-mode audit knows no assignment, so it lists none."""
+    def offline_by_broker(self) -> dict[int, tuple[str, ...]]:
+        """Each broker's offline log dirs, for `missing_replicas` (once for all partitions)."""
+        out: dict[int, tuple[str, ...]] = {}
+        for d in self.offline:
+            if d.broker_id is not None:
+                out[d.broker_id] = (*out.get(d.broker_id, ()), d.path)
+        return out
+
+    def missing_replicas(
+        self, v: PartitionVerdict, offline: dict[int, tuple[str, ...]]
+    ) -> list[MissingReplica]:
+        """The partition's assigned replicas (KRaft metadata log) that no input held, with
+        their brokers' `offline` dirs (`offline_by_broker`). A ZooKeeper-mode audit knows no
+        assignment, so it lists none."""
         state = self.kraft_state.get((v.topic, v.partition))
         if state is None:
             return []
-        offline: dict[int, list[str]] = {}
-        for d in self.offline:
-            if d.broker_id is not None:
-                offline.setdefault(d.broker_id, []).append(d.path)
         held = set(v.replicas)
-        return [
-            MissingReplica(b, tuple(offline.get(b, ()))) for b in state["replicas"] if b not in held
-        ]
+        return [MissingReplica(b, offline.get(b, ())) for b in state["replicas"] if b not in held]
 
     @property
     def exit_code(self) -> int:
@@ -132,12 +137,13 @@ class AuditResult:
 
     def to_dict(self) -> dict[str, Any]:
         partitions = []
+        offline = self.offline_by_broker()
         for v in self.partitions:
             entry = v.to_dict()
             state = self.kraft_state.get((v.topic, v.partition))
             if state is not None:
                 entry["kraft"] = state
-                entry["missing_replicas"] = [m.to_dict() for m in self.missing_replicas(v)]
+                entry["missing_replicas"] = [m.to_dict() for m in self.missing_replicas(v, offline)]
             partitions.append(entry)
         diverged = sum(v.status == DIVERGED for v in self.partitions)
         held = [sum(1 for r in self.replicas if r.log_dir == i) for i in range(len(self.log_dirs))]

@@ -60,6 +60,7 @@ from runrecord.schedule_roles import (
     candidates,
     cannot_hold_alter_partition,
     cannot_shut_down,
+    cannot_use_log_dir,
     pick,
 )
 
@@ -399,15 +400,14 @@ class Simulator(ControlPlane):
         self.settle()
         return {"broker": b}
 
-    def _running_replica(self, b: Any) -> str | None:
-        return (
-            f"broker {b} holds no replica"
-            if b not in self.assignment
-            else self._status_is(RUNNING)(b)
+    def _log_dir_target(self, target: Endpoint, failing: bool, what: str) -> int:
+        running, view = self._status_is(RUNNING), self.view()
+        return self._pick(
+            target, lambda b: cannot_use_log_dir(b, view, running(b), failing=failing), what
         )
 
     def _do_movedir(self, step: MoveDir) -> dict[str, Any]:
-        b = self._pick(step.target, self._running_replica, "move the replica of")
+        b = self._log_dir_target(step.target, False, "move the replica of")
         # The swap puts a copy of the log in its place (KIP-113): its batches and its
         # leader epoch cache are the same, so nothing the model keeps changes. A move left
         # in flight changes nothing either: the current log serves until the swap.
@@ -416,12 +416,7 @@ class Simulator(ControlPlane):
         return {"broker": b}
 
     def _do_faildir(self, step: FailDir) -> dict[str, Any]:
-        def ok(b: Any) -> str | None:
-            # ZooKeeper mode: the controller's session, and its role, outlive the dir.
-            zk_controller = self.cluster.mode == "zk" and b == self._controller_broker()
-            return f"broker {b} is the controller" if zk_controller else self._running_replica(b)
-
-        b = self._pick(step.target, ok, "fail the log dir of")
+        b = self._log_dir_target(step.target, True, "fail the log dir of")
         # The broker takes the dir offline, with the replica, and tells the controller
         # (KRaft: its next heartbeat names the dir, KIP-858; ZooKeeper mode: a
         # log_dir_event_notification, KIP-112), which acts as for a broker that lost its

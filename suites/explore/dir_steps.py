@@ -45,16 +45,19 @@ class Runner(Protocol):
     def _running(self, b: Any) -> str | None: ...
 
 
-def _replica_holder(run: Runner, view: View, b: Any) -> str | None:
-    return f"broker {b} holds no replica" if b not in view.assignment else run._running(b)
+def _target(run: Runner, target: kinds.Target, failing: bool, what: str) -> int:
+    view = run.view()
+    return roles.pick(
+        target,
+        view,
+        lambda b: roles.cannot_use_log_dir(b, view, run._running(b), failing=failing),
+        what,
+    )
 
 
 def move(run: Runner, step: kinds.MoveDir) -> tuple[dict[str, Any], float]:
     """The replica into its broker's other log dir: swapped in, or (throttled) on its way."""
-    view = run.view()
-    b = roles.pick(
-        step.target, view, lambda x: _replica_holder(run, view, x), "move the replica of"
-    )
+    b = _target(run, step.target, False, "move the replica of")
     node = run.node(b)
     to = 1 - holding_dir(run, b)
     if step.throttle:
@@ -69,14 +72,7 @@ def move(run: Runner, step: kinds.MoveDir) -> tuple[dict[str, Any], float]:
 def fail(run: Runner, step: kinds.FailDir) -> tuple[dict[str, Any], float]:
     """The dir holding the replica fails; proven by the broker's own view, then by the
     controller's reaction, or by the replica re-created in another dir (the finding)."""
-    view = run.view()
-
-    def ok(b: Any) -> str | None:
-        if run.cluster.mode == "zk" and b == view.controller:
-            return f"broker {b} is the controller"
-        return _replica_holder(run, view, b)
-
-    b = roles.pick(step.target, view, ok, "fail the log dir of")
+    b = _target(run, step.target, True, "fail the log dir of")
     node = run.node(b)
     index, moved = holding_dir(run, b), False
     if run.cluster.mode == "kraft" and index == 0:
