@@ -97,6 +97,7 @@ class PartitionStateEvent:
     from_snapshot: bool = False
     elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966)
     last_known_elr: tuple[int, ...] = ()
+    adding: tuple[int, ...] = ()  # replicas a reassignment in flight adds (KIP-455)
     # The record named a new leader that the log has fenced (or not registered) at that
     # offset: a controller must elect only unfenced brokers (KAFKA-19522: a fenced last
     # known leader was elected on 4.0, PartitionChangeBuilder.canElectLastKnownLeader).
@@ -125,6 +126,7 @@ class PartitionStateEvent:
             "elr": list(self.elr),
             "last_known_elr": list(self.last_known_elr),
             "leader_fenced": self.leader_fenced,
+            "adding": list(self.adding),
         }
 
 
@@ -208,6 +210,7 @@ class _State:
     leader_recovery_state: RecoveryState
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    adding: tuple[int, ...] = ()
 
 
 @dataclass
@@ -354,6 +357,7 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
                 f["leader_recovery_state"],
                 tuple(f.get("eligible_leader_replicas") or ()),
                 tuple(f.get("last_known_elr") or ()),
+                tuple(f.get("adding_replicas") or ()),
             )
             name = "PartitionRecord"
         elif rec.api_key == PARTITION_CHANGE_RECORD:
@@ -427,6 +431,7 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
                 elr=st.elr,
                 last_known_elr=st.last_known_elr,
                 leader_fenced=fenced_leader,
+                adding=st.adding,
             )
         )
 
@@ -478,4 +483,5 @@ def _merge(prev: _State, f: dict[str, Any]) -> _State:
         last_known_elr=prev.last_known_elr
         if f.get("last_known_elr") is None
         else tuple(f["last_known_elr"]),
+        adding=prev.adding if f.get("adding_replicas") is None else tuple(f["adding_replicas"]),
     )

@@ -189,6 +189,7 @@ def _partition_change_record(reader: Reader, version: int) -> dict[str, Any]:
     out["isr"] = _tag_int32s(tags, 0)
     out["leader"] = _tag_int(tags, 1, ">i", NO_LEADER_CHANGE)
     out["replicas"] = _tag_int32s(tags, 2)
+    out["adding_replicas"] = _tag_int32s(tags, 4)  # KIP-455: None = unchanged
     change = _tag_int(tags, 5, ">b", -1)
     out["leader_recovery_state"] = None if change == -1 else _recovery_state(change)
     out["eligible_leader_replicas"] = _tag_int32s(tags, 6)  # KIP-966: None = unchanged

@@ -40,6 +40,11 @@ class PartitionState:
     source: str
     elr: tuple[int, ...] = ()  # KIP-966 eligible leader replicas (KRaft, ELR enabled)
     last_known_elr: tuple[int, ...] = ()
+    # KRaft: the replica list, in assignment order (during a reassignment, the target's
+    # replicas first, then those it removes); () where the source does not say (ZooKeeper's
+    # state znode)
+    replicas: tuple[int, ...] = ()
+    adding: tuple[int, ...] = ()  # KRaft: replicas a reassignment in flight adds (KIP-455)
 
     @property
     def recovering(self) -> bool:
@@ -103,6 +108,8 @@ def from_event(event: PartitionStateEvent, topic: str) -> PartitionState:
         "kraft",
         tuple(event.elr),
         tuple(event.last_known_elr),
+        tuple(event.replicas),
+        tuple(event.adding),
     )
 
 

@@ -15,7 +15,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from checkers.codec import Reader, compact_string, string, uvarint
+from checkers.codec import Reader, compact_int32s, compact_string, string, uvarint
 from checkers.encode import encode_v2_batch
 
 PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, API_VERSIONS, OFFSET_FOR_LEADER_EPOCH = (
@@ -23,6 +23,7 @@ PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, API_VERSIONS, OFFSET_FOR_LEADER_EP
 METADATA = 3
 ALTER_REPLICA_LOG_DIRS = 34
 DESCRIBE_LOG_DIRS = 35
+ALTER_PARTITION_REASSIGNMENTS = 45
 NAMES = {
     PRODUCE: "PRODUCE",
     FETCH: "FETCH",
@@ -32,19 +33,21 @@ NAMES = {
     ALTER_REPLICA_LOG_DIRS: "ALTER_REPLICA_LOG_DIRS",
     DESCRIBE_LOG_DIRS: "DESCRIBE_LOG_DIRS",
     METADATA: "METADATA",
+    ALTER_PARTITION_REASSIGNMENTS: "ALTER_PARTITION_REASSIGNMENTS",
 }
 # Versions encoded below: non-flexible ones, except DeleteRecords v2 (the oldest that 4.x
 # still serves). Metadata v1 serves 0.10.2 (which has v0-v2), v4 serves 4.x (KIP-896 dropped
 # v0-v3). AlterReplicaLogDirs and DescribeLogDirs v0 and v1 share one encoding (1.1 serves
-# v0 only, 4.x v1 and up).
+# v0 only, 4.x v1 and up). AlterPartitionReassignments (KIP-455, 2.4) is flexible from v0.
 ENCODED = {PRODUCE: (3,), FETCH: (4,), LIST_OFFSETS: (1,), OFFSET_FOR_LEADER_EPOCH: (2,),
            DELETE_RECORDS: (0, 2), ALTER_REPLICA_LOG_DIRS: (0, 1), METADATA: (1, 4),
-           DESCRIBE_LOG_DIRS: (0, 1)}  # fmt: skip
-FLEXIBLE = {(DELETE_RECORDS, 2)}
+           DESCRIBE_LOG_DIRS: (0, 1), ALTER_PARTITION_REASSIGNMENTS: (0,)}  # fmt: skip
+FLEXIBLE = {(DELETE_RECORDS, 2), (ALTER_PARTITION_REASSIGNMENTS, 0)}
 ERRORS = {0: "NONE", 1: "OFFSET_OUT_OF_RANGE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
           6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 19: "NOT_ENOUGH_REPLICAS",
           20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 35: "UNSUPPORTED_VERSION",
           56: "KAFKA_STORAGE_ERROR", 57: "LOG_DIR_NOT_FOUND",
+          39: "INVALID_REPLICA_ASSIGNMENT", 41: "NOT_CONTROLLER",
           74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH"}  # fmt: skip
 _ids = itertools.count(1)
 
@@ -323,3 +326,38 @@ class Connection:
             name = ERRORS.get(error, f"error {error}")
             dirs.append(LogDirState(path, name, frozenset(current), frozenset(future)))
         return dirs
+
+    # -- moving a partition's replicas between brokers (KIP-455) -------------------------
+    def alter_partition_reassignment(
+        self, topic: str, partition: int, replicas: list[int], timeout_ms: int = 30000
+    ) -> Answer:
+        """Ask the controller to reassign the partition to `replicas` (KRaft brokers forward
+        it to the controller, KIP-590). Answered once the change is in the metadata log; the
+        new replicas catch up after."""
+        v = self.version_for(ALTER_PARTITION_REASSIGNMENTS)
+        body = (
+            struct.pack(">i", timeout_ms)
+            + uvarint(2)  # one topic
+            + compact_string(topic)
+            + uvarint(2)  # one partition
+            + struct.pack(">i", partition)
+            + compact_int32s(replicas)
+            + b"\x00"  # the partition's tagged fields
+            + b"\x00"  # the topic's
+            + b"\x00"  # the request's
+        )
+        r = self._roundtrip(ALTER_PARTITION_REASSIGNMENTS, v, body)
+        r.int32()  # throttle
+        error, message = r.int16(), r.compact_string()
+        if error == 0:
+            r.uvarint()  # one topic
+            r.compact_string()
+            r.uvarint()  # one partition
+            r.int32()
+            error, message = r.int16(), r.compact_string()
+        return Answer(
+            "ALTER_PARTITION_REASSIGNMENTS",
+            v,
+            error,
+            f"{topic}-{partition} to {replicas}: {message}",
+        )

@@ -195,6 +195,7 @@ def metadata_log_from_json(text: str) -> MetadataLog:
                 "leader_recovery_state": RecoveryState(e["leader_recovery_state"]),
                 "elr": tuple(e.get("elr", ())),
                 "last_known_elr": tuple(e.get("last_known_elr", ())),
+                "adding": tuple(e.get("adding", ())),
             }
         )
         for e in data["events"]

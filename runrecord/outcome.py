@@ -46,9 +46,18 @@ DUPLICATE_SEQUENCE = "duplicate-sequence"
 # A broker re-created a replica of its offline log dir in another of its log dirs, which
 # KIP-112 rules out while a dir is bad (KAFKA-16234, 3.7.0).
 RECREATED = "replica-recreated"
+# A follower that, once everything healed, resets its fetch to the offset it stands at
+# round after round: OffsetOutOfRange from a leader that cannot place its epoch, until new
+# writes arrive (KAFKA-20961).
+FETCH_LOOP = "fetch-loop"
+# A leader epoch cache lost an epoch: a replica swapped in from another log dir lacks one its
+# predecessor cached, or the leader lacks the one it leads in, which every leader caches when
+# elected (KAFKA-7415). KAFKA-20961's swap drops empty epochs; a fetch loop follows.
+EPOCH_CACHE_LOST = "epoch-cache-lost"
 SYMPTOM_KINDS = (
     CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING,
-    TORN_TRANSACTION, ABORTED_READ, DUPLICATE_SEQUENCE, RECREATED,
+    TORN_TRANSACTION, ABORTED_READ, DUPLICATE_SEQUENCE, RECREATED, FETCH_LOOP,
+    EPOCH_CACHE_LOST,
 )  # fmt: skip
 
 

@@ -41,6 +41,7 @@ from runrecord.schedule_fields import (
     json_type,
     unknown_fields,
 )
+from runrecord.schedule_load import load_step
 from runrecord.schedule_steps import (
     ACTIVE,
     MAX_COUNT,
@@ -62,6 +63,7 @@ from runrecord.schedule_steps import (
     PowerLoss,
     Produce,
     Quorum,
+    Reassign,
     Restart,
     Resume,
     Role,
@@ -72,7 +74,6 @@ from runrecord.schedule_steps import (
     TxnEnd,
     TxnWrite,
     Wait,
-    load_step,
     step_targets,
     step_to_dict,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "PowerLoss",
     "Produce",
     "Quorum",
+    "Reassign",
     "Restart",
     "Resume",
     "Role",

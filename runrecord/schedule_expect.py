@@ -22,7 +22,9 @@ from typing import Any
 from runrecord.outcome import (
     CONSISTENT,
     DIVERGED,
+    EPOCH_CACHE_LOST,
     FENCED_LEADER,
+    FETCH_LOOP,
     HANGING,
     LOST,
     RECREATED,
@@ -32,7 +34,10 @@ from runrecord.outcome import (
 from runrecord.schedule_fields import Problems, is_int, json_type, unknown_fields
 
 # What a schedule's invariants can show (suites/explore/judge.py).
-KINDS = (CONSISTENT, STUCK, DIVERGED, LOST, FENCED_LEADER, HANGING, RECREATED)
+KINDS = (
+    CONSISTENT, STUCK, DIVERGED, LOST, FENCED_LEADER, HANGING, RECREATED, FETCH_LOOP,
+    EPOCH_CACHE_LOST,
+)  # fmt: skip
 MODES = ("zk", "kraft")
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}$")
 

@@ -141,3 +141,48 @@ def cannot_use_log_dir(
     if failing and view.mode == "zk" and broker == view.controller:
         return f"broker {broker} is the controller"
     return running
+
+
+def reassignment(
+    step: Any, view: View, running: Callable[[int], str | None], in_flight: Sequence[int] | None
+) -> tuple[list[int], dict[str, int]]:
+    """The replicas a reassign step asks for (runrecord.schedule_steps.Reassign), and the
+    brokers its roles resolved to; Skip where it cannot run. `running`: why a broker does
+    not run and hold a session (None: it does); `in_flight`: the target of a reassignment
+    not yet complete. A removal keeps an ISR member in the target, as the controller
+    completes a reassignment only with one (PartitionReassignmentReplicas)."""
+    if in_flight is not None:
+        raise Skip(f"a reassignment to {list(in_flight)} is in flight")
+    if view.leader is None:
+        raise Skip("the partition has no leader (offline)")
+    current = list(view.assignment)
+    target, chosen = list(current), {}
+    if step.remove is not None:
+
+        def removable(b: int) -> str | None:
+            if b not in current:
+                return f"broker {b} holds no replica"
+            if not [x for x in view.isr if x != b]:
+                return f"broker {b} is the ISR's last member {list(view.isr)}"
+            return None
+
+        chosen["remove"] = pick(step.remove, view, removable, "remove")
+        target.remove(chosen["remove"])
+    if step.add is not None:
+
+        def addable(b: int) -> str | None:
+            return f"broker {b} holds a replica" if b in current else running(b)
+
+        chosen["add"] = pick(step.add, view, addable, "add")
+        target.append(chosen["add"])
+    if step.prefer is not None:
+
+        def preferable(b: int) -> str | None:
+            return None if b in target else f"broker {b} holds no replica"
+
+        chosen["prefer"] = pick(step.prefer, view, preferable, "prefer")
+        target.remove(chosen["prefer"])
+        target.insert(0, chosen["prefer"])
+    if target == current:
+        raise Skip(f"the replicas are {current} already")
+    return target, chosen

@@ -1,24 +1,22 @@
 """A schedule's steps: the fault vocabulary the scripted scenarios prove (suites/scenarios/),
-how the schedule file states a step (`load_step`), and how the writer writes one
-(`step_to_dict`).
+and how the writer writes one (`step_to_dict`; runrecord.schedule_load reads them).
 
 Produce to the current leader, hold a follower back, cut and heal links, expire a session,
 elections, kill and restart, pause and resume, power loss, a move between log dirs or the
-loss of one, wait, and a transactional producer's writes, commits and aborts. Each step
-names its targets by role, resolved when its turn comes, or by broker id.
+loss of one, a reassignment, wait, and a transactional producer's writes, commits and
+aborts. Each step names its targets by role, resolved when its turn comes, or by broker id.
 """
 
 from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
 from runrecord.power import CUT, POWER_MODELS
-from runrecord.schedule_cluster import Cluster
-from runrecord.schedule_fields import Problems, an_object, is_int, is_number, unknown_fields
+from runrecord.schedule_fields import is_int, is_number
 from runrecord.typed import to_json
 
 MAX_COUNT = 100_000  # records in one produce step
@@ -328,6 +326,30 @@ class FailDir:
 
 
 @dataclass(frozen=True)
+class Reassign:
+    """Reassign the schedule's partition (KIP-455; KRaft): `add` a broker that holds no
+    replica (appended last), `remove` a replica, and or `prefer` a replica (moved first,
+    the preferred leader). The controller adds the new replicas, which catch up from the
+    leader and join the ISR; then it drops the removed ones (a removed leader resigns). The
+    step waits for that where the new replicas can catch up, and otherwise leaves it in
+    flight. With `throttle`, replication of the partition's replicas is throttled as an
+    operator's reassignment is (`kafka-reassign-partitions --throttle`)."""
+
+    KIND: ClassVar[str] = "reassign"
+    add: Target | None = field(default=None, metadata=_target())
+    remove: Target | None = field(default=None, metadata=_target())
+    prefer: Target | None = field(default=None, metadata=_target())
+    throttle: bool | None = field(default=None, metadata=_meta(_check_flag))
+
+    def describe(self) -> str:
+        parts = [f"{what} {_name(t)}" for what, t in
+                 (("add", self.add), ("remove", self.remove), ("prefer", self.prefer))
+                 if t is not None]  # fmt: skip
+        how = ", throttled" if self.throttle else ""
+        return f"reassign: {', '.join(parts)}{how}"
+
+
+@dataclass(frozen=True)
 class Quorum:
     """KRaft: a fault of the controller quorum. `action`: kill (SIGKILL), restart, pause,
     resume, or isolate (cut the voter off from the other voters until a `heal`); `voter`:
@@ -407,6 +429,7 @@ Step = (
     | PowerLoss
     | MoveDir
     | FailDir
+    | Reassign
     | Quorum
     | Wait
     | TxnWrite
@@ -449,98 +472,7 @@ def step_targets(step: Step) -> list[tuple[str, Endpoint]]:
 
 
 # --------------------------------------------------------------------------------------
-# Loading and writing
-
-
-def _load_target(
-    value: Any, path: str, problems: Problems, cluster: Cluster | None, endpoint: bool
-) -> Any:
-    if is_int(value):
-        if cluster is not None and not 1 <= value <= cluster.brokers:
-            problems.add(
-                path, f"broker {value} does not exist (brokers are 1 to {cluster.brokers})"
-            )
-            return None
-        if value < 1:
-            problems.add(path, "broker ids start at 1")
-            return None
-        return value
-    if endpoint and value == QUORUM:
-        return QUORUM
-    try:
-        role = Role(value)
-    except ValueError:
-        roles = ", ".join(r.value for r in Role) + (f", {QUORUM}" if endpoint else "")
-        problems.add(path, f"must be a broker id or one of: {roles}")
-        return None
-    if role is Role.CONTROLLER and cluster is not None and cluster.mode == "kraft" and not endpoint:
-        problems.add(path, "in KRaft mode the controller is not a broker; only cuts may name it")
-        return None
-    return role
-
-
-def load_step(value: Any, path: str, problems: Problems, cluster: Cluster | None) -> Step | None:
-    obj = an_object(value, path, problems)
-    if obj is None:
-        return None
-    kind = obj.get("kind")
-    if kind is None:
-        problems.add(f"{path}.kind", "missing")
-        return None
-    cls = STEP_KINDS.get(kind)
-    if cls is None:
-        problems.add(f"{path}.kind", f"unknown step kind {kind!r} (kinds: {', '.join(STEP_KINDS)})")
-        return None
-    specs = {f.name: f for f in fields(cls)}
-    unknown_fields(obj, ["kind", *specs], path, problems)
-    before = len(problems.items)
-    kwargs: dict[str, Any] = {}
-    for name, spec in specs.items():
-        where = f"{path}.{name}"
-        check = spec.metadata["check"]
-        if name not in obj:
-            if spec.default is MISSING:
-                problems.add(where, "missing")
-            continue
-        raw = obj[name]
-        if raw is None and spec.default is None:
-            continue
-        if check in ("target", "endpoint"):
-            kwargs[name] = _load_target(raw, where, problems, cluster, check == "endpoint")
-        else:
-            converted, message = check(raw)
-            if message:
-                problems.add(where, message)
-            kwargs[name] = converted
-    if len(problems.items) > before:
-        return None
-    step = cls(**kwargs)
-    _check_step(step, path, problems, cluster)
-    return step
-
-
-def _check_step(step: Step, path: str, problems: Problems, cluster: Cluster | None) -> None:
-    if isinstance(step, Heal) and (step.a is None) != (step.b is None):
-        problems.add(path, "a heal names both ends of a link (a and b) or neither (heal every cut)")
-    if isinstance(step, Cut | Heal) and step.a is not None and step.a == step.b:
-        problems.add(f"{path}.b", "a link needs two different ends")
-    if isinstance(step, Quorum) and cluster is not None:
-        if cluster.mode != "kraft":
-            problems.add(f"{path}.kind", "a quorum step needs KRaft (cluster.mode kraft)")
-        elif isinstance(step.voter, int) and step.voter > cluster.controllers:
-            problems.add(f"{path}.voter", f"the cluster has {cluster.controllers} controller(s)")
-    if isinstance(step, PowerLoss) and step.power_model != CUT and step.lose is not None:
-        problems.add(f"{path}.lose", f"the {step.model} model decides what is lost: no lose")
-    if isinstance(step, MoveDir | FailDir) and cluster is not None and cluster.log_dirs < 2:
-        what = "a move between log dirs" if isinstance(step, MoveDir) else "a failed log dir"
-        problems.add(f"{path}.kind", f"{what} needs cluster.log_dirs 2")
-    unclean = cluster is None or cluster.topic_config.unclean_leader_election_enable
-    if isinstance(step, ElectUnclean) and not unclean:
-        problems.add(
-            f"{path}.kind",
-            "an unclean election needs cluster.topic_config."
-            "unclean.leader.election.enable set to true",
-        )
+# Writing (runrecord.schedule_load reads)
 
 
 def step_to_dict(step: Step) -> dict[str, Any]:

@@ -142,3 +142,45 @@ def dead_fetcher(
         if found is not None:
             return b, found[1]
     return None
+
+
+# A follower whose fetch offset its leader answers OFFSET_OUT_OF_RANGE logs this line each
+# time (AbstractFetcherThread.handleOutOfRangeError). Once after a leader change is normal;
+# reset to the very offset it fetched from, it asks again at the next round and loops:
+# KAFKA-20961, a leader whose epoch cache lost its empty epochs to a log-dir swap answers so
+# until new writes arrive (KAFKA-15608).
+# A follower ahead of its leader's end resets to its own end instead, with the second line.
+_OUT_OF_RANGE = (
+    re.compile(
+        r"Current offset (?P<at>\d+) for partition (?P<tp>\S+) is out of range"
+        r".*Reset fetch offset to (?P<to>\d+)"
+    ),
+    re.compile(
+        r"Reset fetch offset for partition (?P<tp>\S+) from (?P<at>\d+) to the current "
+        r"local replica's end offset (?P<to>\d+)"
+    ),
+)
+
+
+def same_offset_resets(lines: Iterable[str], topic: str) -> dict[int, tuple[int, str]]:
+    """Per partition of `topic`: how many times `lines` reset a fetch to the offset it
+    already stood at, and the last such line."""
+    names = _names(topic)
+    found: dict[int, tuple[int, str]] = {}
+    for line in lines:
+        m = next(filter(None, (r.search(line) for r in _OUT_OF_RANGE)), None)
+        if m is None or m.group("at") != m.group("to"):
+            continue
+        named = names.fullmatch(m.group("tp"))
+        if named is None or named.group(1) is None:
+            continue
+        p = int(named.group(1))
+        found[p] = (found.get(p, (0, ""))[0] + 1, line.strip()[:400])
+    return found
+
+
+def fetch_resets(node, topic: str, *, since: int) -> dict[int, tuple[int, str]]:
+    """same_offset_resets of the node's log from byte `since` on."""
+    if not node.log_file.is_file():
+        return {}
+    return same_offset_resets(_lines_from(node, since), topic)

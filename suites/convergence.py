@@ -55,14 +55,18 @@ def converge(
     since: dict[int, int] | None = None,
     stall: float | None = None,
     stop_on_stuck: bool = True,
+    replicas_of: dict[int, list[int]] | None = None,
 ) -> Convergence:
     """Give the cluster time to converge: every replica of each partition in its ISR with
     equal log end offsets. Returns early when a follower's replication has stopped for good
     (its log says so, from byte `since` of each broker's log on; `stop_on_stuck=False`:
     noted only, since from 2.3 a partition marked failed resumes with its next leader
     change, KIP-461), or when `stall` seconds passed with no ISR or log end offset
-    changing."""
+    changing. `replicas_of`: a partition's replicas where they are not `replicas` (one
+    reassigned)."""
     ctx.timeline.phase("convergence")
+    of = {p: list((replicas_of or {}).get(p, replicas)) for p in partitions}
+    brokers = sorted({b for rs in of.values() for b in rs})
     cluster = ctx.cluster
     started = time.monotonic()
     changed, last = started, None
@@ -71,7 +75,7 @@ def converge(
     waited_on_checkpoint = False
     while time.monotonic() - started < timeout:
         ahead = False  # a replica's checkpointed high watermark past its file's end
-        for b in replicas:
+        for b in brokers:
             found = stuck_follower(cluster, b, topic, since=(since or {}).get(b, 0))
             if found is not None:
                 result.stuck_partitions[b], result.stuck[b] = found
@@ -80,13 +84,13 @@ def converge(
                 isr = partition_state(cluster, topic, p).isr
             except Exception:  # noqa: BLE001 - a controller failing over; look again
                 isr = ()
-            lineages = [replica(cluster, b, topic, p) for b in replicas]
+            lineages = [replica(cluster, b, topic, p) for b in of[p]]
             leos = {lin.broker_id: _replicated_to(lin) for lin in lineages}
             ahead |= any(lin.leo < leos[lin.broker_id] for lin in lineages)
             result.partitions[p] = {"isr": list(isr), "leos": leos}
         first = result.partitions[partitions[0]]
         result.isr, result.log_end_offsets = tuple(first["isr"]), first["leos"]
-        all_in_sync = all(sorted(v["isr"]) == sorted(replicas) for v in result.partitions.values())
+        all_in_sync = all(sorted(v["isr"]) == sorted(of[p]) for p, v in result.partitions.items())
         if all_in_sync and in_sync is None:
             in_sync = time.monotonic()
         waited_on_checkpoint |= in_sync is not None and ahead

@@ -178,6 +178,24 @@ def test_replay_of_failed_log_dirs(kafka_target, logfork_runs, capsys, tmp_path)
     assert timeline.count('"name": "log-dir-failed"') == (2 if kafka_target.mode == "zk" else 4)
 
 
+@pytest.mark.cluster
+def test_replay_of_reassignments(kafka_target, logfork_runs, capsys):
+    """A follower replaced by the fourth broker, the leader removed (it resigns), a broker
+    added while cut off from the leader (left in flight, throttled, done after the heal),
+    then a new preferred replica elected: each proven in the metadata log, the model agreeing
+    throughout, and nothing of a removed replica left current on its broker."""
+    out, run_dir = _replay_agreeing(kafka_target, logfork_runs, capsys, "kraft-reassign")
+    steps = json.loads((run_dir / "verdict.json").read_text())["details"]["steps"]
+    assert [s["status"] for s in steps] == ["done"] * 12, out
+    moved = [s["targets"] for s in steps if s["kind"] == "reassign"]
+    assert [m["replicas"] for m in moved] == [[1, 3, 4], [3, 4], [3, 4, 1], [4, 3, 1]]
+    assert [m["in_flight"] for m in moved] == [False, False, True, False]
+    assert steps[10]["targets"]["leader"] == 4
+    assert not any(s.get("unsettled") for s in steps), out
+    # Broker 2 left the replicas at step 1 and never came back: its copy is gone.
+    assert not list((run_dir / "nodes" / "b2").glob("data*/s-*-0"))
+
+
 def _replay_finding(kafka_target, logfork_runs, capsys, jira: str) -> tuple[int, str, dict]:
     """`logfork replay` of docs/findings/JIRA.json: its exit code, output and verdict."""
     args = ["replay", str(FINDINGS / f"{jira}.json"), "--kafka-version", kafka_target.kafka]

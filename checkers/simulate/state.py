@@ -227,6 +227,14 @@ class SimState:
         self.held_changes: dict[int, list[str]] = {}
         self.pending: dict[int, tuple[str, int, tuple[Any, ...]]] = {}
         self.assignment = list(cluster.replicas)
+        # What a reassignment needs in the ISR to complete (checkers.simulate.reassignment):
+        # its added replicas before 3.8; every target replica from 3.8 (KAFKA-15665); from 4.3
+        # that only where the target is smaller than the replicas it replaces (KAFKA-19975).
+        self.reassign_rule = "adding"
+        if release is None or release.at_least(4, 3):
+            self.reassign_rule = "shrinking"
+        elif release.at_least(3, 8):
+            self.reassign_rule = "target"
         self.nodes = {b: Node(b) for b in cluster.broker_ids}
         self.replicas = {b: Replica(b) for b in self.assignment}
         self.ctl = ControllerView(None, -1, list(self.assignment))
@@ -293,6 +301,10 @@ class SimState:
 
     def registered(self, broker: int) -> bool:
         return self.nodes[broker].registered
+
+    def _describe_broker(self, b: int) -> str:
+        node = self.nodes[b]
+        return f"broker {b} is {node.status}" + ("" if node.registered else " without a session")
 
     def _controller_broker(self) -> int | None:
         """ZooKeeper mode: the broker acting as controller. It keeps the role until its

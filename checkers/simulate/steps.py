@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from checkers.protocol import Protocol
-from checkers.simulate.controller import ControlPlane
 from checkers.simulate.prediction import Prediction, predict
+from checkers.simulate.reassignment import Reassignments
 from checkers.simulate.state import (
     AS_SEEN,
     LEADER,
@@ -46,6 +46,7 @@ from runrecord.schedule import (
     PowerLoss,
     Produce,
     Quorum,
+    Reassign,
     Restart,
     Resume,
     Role,
@@ -69,7 +70,7 @@ from runrecord.schedule_roles import (
 RECOVERY_CHECKPOINT_SECONDS = 60
 
 
-class Simulator(ControlPlane):
+class Simulator(Reassignments):
     """A cluster in the state a schedule's steps have left it in. `apply` runs one step,
     `finish` heals everything, lets the replicas converge and predicts the outcome."""
 
@@ -109,10 +110,6 @@ class Simulator(ControlPlane):
             return None if fits else self._describe_broker(b)
 
         return ok
-
-    def _describe_broker(self, b: int) -> str:
-        node = self.nodes[b]
-        return f"broker {b} is {node.status}" + ("" if node.registered else " without a session")
 
     def apply(self, step: Step) -> StepRecord:
         """Run one step. A step whose precondition does not hold is skipped, saying what was
@@ -430,6 +427,9 @@ class Simulator(ControlPlane):
         self._event(f"broker {b}'s log dir fails: its replica goes offline")
         self.settle()
         return {"broker": b}
+
+    def _do_reassign(self, step: Reassign) -> dict[str, Any]:
+        return self.reassign_step(step, self.view())
 
     def _do_powerloss(self, step: PowerLoss) -> dict[str, Any]:
         b = self._pick(step.target, self._status_is(RUNNING), "cut the power of")

@@ -25,6 +25,7 @@ from runrecord.schedule import (
     Pause,
     PowerLoss,
     Produce,
+    Reassign,
     Restart,
     Resume,
     Role,
@@ -208,6 +209,24 @@ def test_a_move_between_log_dirs_round_trips_and_needs_two_log_dirs() -> None:
     doc["cluster"]["log_dirs"] = 3
     with pytest.raises(ScheduleError, match=r"cluster\.log_dirs: must be an integer from 1 to 2"):
         loads(json.dumps(doc))
+
+
+def test_a_reassignment_round_trips_and_needs_kraft_and_a_change() -> None:
+    kraft = Cluster(mode="kraft", brokers=4, replication_factor=3)
+    steps = (Reassign(add=Role.ANY_BROKER, remove=Role.LEADER, throttle=True), Reassign(prefer=3))
+    schedule = Schedule(kraft, steps=steps)
+    assert to_dict(schedule)["steps"] == [
+        {"kind": "reassign", "add": "any-broker", "remove": "leader", "throttle": True},
+        {"kind": "reassign", "prefer": 3},
+    ]
+    assert loads(dumps(schedule)) == schedule
+    assert steps[0].describe() == "reassign: add any broker, remove the leader, throttled"
+    with pytest.raises(ScheduleError, match=r"steps\[0\]\.kind: a reassignment step needs KRaft"):
+        validate(Schedule(Cluster(brokers=4, replication_factor=3), steps=steps[1:]))
+    with pytest.raises(ScheduleError, match=r"steps\[0\]: a reassignment names at least one"):
+        validate(Schedule(kraft, steps=(Reassign(),)))
+    with pytest.raises(ScheduleError, match=r"steps\[0\]\.add: broker 5 does not exist"):
+        loads(json.dumps({**to_dict(schedule), "steps": [{"kind": "reassign", "add": 5}]}))
 
 
 def test_validate_checks_schedules_built_in_code() -> None:

@@ -3,9 +3,8 @@ effect (faults/), its targets resolved from the partition's state as the control
 (observe.state) by the rule the simulator follows (runrecord.schedule_roles), and its
 precondition checked first: a step that cannot run is skipped, saying what was observed.
 
-`Live` is the real counterpart of checkers.simulate.Simulator: `apply` runs a step,
-`heal_all` heals every cut, resumes paused brokers and restarts stopped ones (those in the
-ISR first, then by broker id), as the simulator's `finish` does.
+`Live` is the real counterpart of checkers.simulate.Simulator: `apply` runs a step;
+suites.explore.heal ends the schedule as the simulator's `finish` does.
 """
 
 from __future__ import annotations
@@ -20,9 +19,9 @@ from kazoo.exceptions import NoNodeError
 from checkers.simulate import Simulator
 from faults import network, process, replication, session
 from fixtures.config import zookeeper_config
-from fixtures.errors import LogforkError, NotReached
+from fixtures.errors import NotReached
 from fixtures.nodes import Node
-from fixtures.waiting import Aborted, WaitTimeout, wait_until
+from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
 from observe.state import PartitionState, partition_state
 from runrecord import schedule_roles as roles
@@ -32,7 +31,7 @@ from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Role, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, View
 from suites.broker_logs import log_mark, shutdown_backoffs
-from suites.explore import dir_steps, elect_steps, txn_steps
+from suites.explore import dir_steps, elect_steps, reassign_steps, txn_steps
 from suites.explore.alter_partition import Holds
 from suites.explore.fast_restart import fast_restart
 from suites.explore.power_cuts import PowerCut, cut_power
@@ -87,7 +86,11 @@ class Live:
         self.cluster = ctx.cluster
         self.schedule = schedule
         self.topic = topic
-        self.assignment = list(schedule.cluster.replicas)
+        self.assignment = list(schedule.cluster.replicas)  # the replica list, as it stands
+        # The target of the last reassignment (reassign steps), which the replica list
+        # becomes once it completes: what the partition converges to after the heal.
+        self.reassigning = list(schedule.cluster.replicas)
+        self.adding: list[int] = []  # the replicas a reassignment in flight adds
         self.links: list[Link] = []
         self.power_cuts: list[PowerCut] = []
         self.results: list[StepResult] = []
@@ -103,6 +106,9 @@ class Live:
         # Brokers seen holding a replica of their offline dir current in another of their
         # dirs (KIP-112 rules that out while a dir is bad; KAFKA-16234), in words.
         self.recreated: dict[int, str] = {}
+        # Brokers whose replica, swapped in by a move between log dirs, lost leader epochs
+        # its predecessor had cached (KAFKA-20961), in words.
+        self.epochs_lost: dict[int, str] = {}
         self._since = dict(marks or {})  # broker -> its log's mark at its last start
 
     # -- what the steps see -----------------------------------------------------------------
@@ -122,8 +128,12 @@ class Live:
 
     def view(self) -> View:
         self._registered = self.cluster.registered_brokers()
+        state = self.state()
+        if state.replicas:  # KRaft: a reassignment changes it
+            self.assignment = list(state.replicas)
+        self.adding = list(state.adding)
         return View.of_state(
-            self.state(),
+            state,
             mode=self.cluster.mode,
             brokers=sorted(self.cluster.brokers),
             assignment=self.assignment,
@@ -337,8 +347,8 @@ class Live:
             healed = [f"{link.a}-{link.b}" for link in self.links]
             healed += [f"{name}-voters" for name in self.voter_cuts]
             for link in list(self.links):
-                self._heal(link)
-            self._heal_voters()
+                self.heal_link(link)
+            self.heal_voters()
             released = self.holds.release(self.sim)
             return {"links": healed, "alter_partition_dropped": released}, 0.0
         view = self.view()
@@ -346,11 +356,11 @@ class Live:
             for b in roles.candidates(step.b, view):
                 link = next((x for x in self.links if x.joins(a, b)), None)
                 if link is not None:
-                    self._heal(link)
+                    self.heal_link(link)
                     return {"a": a, "b": b}, 0.0
         raise Skip(f"no cut between {step.a} and {step.b}")
 
-    def _heal(self, link: Link) -> None:
+    def heal_link(self, link: Link) -> None:
         broker = self.node(link.a)
         # The broker registers again, where a quorum is there to take it.
         up = majority_up(self.cluster, self.voter_cuts)
@@ -360,7 +370,7 @@ class Live:
             link.cut.heal()
         self.links.remove(link)
 
-    def _heal_voters(self) -> None:
+    def heal_voters(self) -> None:
         for name, cut in list(self.voter_cuts.items()):
             cut.heal()
             del self.voter_cuts[name]
@@ -418,7 +428,9 @@ class Live:
         return {"broker": b}, self._crash(b, lambda: process.kill(self.cluster, self.node(b)))
 
     def _fast_restart(self, b: int, signal: str) -> tuple[dict[str, Any], float]:
-        targets, since = fast_restart(self.cluster, self.node(b), b, signal, lambda: self._start(b))
+        targets, since = fast_restart(
+            self.cluster, self.node(b), b, signal, lambda: self.start_broker(b)
+        )
         # A controller that refused the registration made the broker wait out its session.
         waits = self._session_wait(b, since) if targets["registration_refused"] else 0.0
         return targets, waits
@@ -457,10 +469,10 @@ class Live:
         # A ZooKeeper-mode broker learns the cluster's metadata from the controller only.
         ctl = view.controller
         serving = ctl is None or ctl == b or self.linked(b, ctl)
-        self._start(b, serving=serving)
+        self.start_broker(b, serving=serving)
         return {"broker": b}, 0.0
 
-    def _start(self, b: int, *, serving: bool = True) -> None:
+    def start_broker(self, b: int, *, serving: bool = True) -> None:
         def restore() -> None:
             for link in self.links:
                 if b in (link.a, link.b):
@@ -504,46 +516,9 @@ class Live:
     def _do_faildir(self, step: kinds.FailDir) -> tuple[dict[str, Any], float]:
         return dir_steps.fail(self, step)
 
+    def _do_reassign(self, step: kinds.Reassign) -> tuple[dict[str, Any], float]:
+        return reassign_steps.reassign(self, step)
+
     def _do_wait(self, step: kinds.Wait) -> tuple[dict[str, Any], float]:
         time.sleep(step.seconds)  # the step is time passing: nothing to wait for but it
         return {}, float(step.seconds)
-
-    # -- the end ----------------------------------------------------------------------------
-
-    def heal_all(self) -> None:
-        """Resume paused brokers, heal every cut, restart stopped ones (those in the ISR
-        first, then by broker id). A broker that exits again on its own (a follower that
-        halts rather than truncate) is left down and noted: the cluster's doing, judged
-        as a follower that cannot make progress."""
-        brokers = sorted(self.cluster.brokers)
-        # Paused nodes first: the rules of a cut live in both ends' namespaces, and a
-        # frozen container's cannot be removed (faults.network).
-        for voter in self.cluster.controllers:
-            if voter.status() == "paused":
-                process.resume(self.cluster, voter)
-        for b in brokers:
-            if self.status(b) == "paused":
-                process.resume(self.cluster, self.node(b))
-        self._heal_voters()
-        for voter in self.cluster.controllers:  # the quorum back before the brokers
-            if voter.status() in ("exited", "created", "dead"):
-                process.restart(self.cluster, voter)
-        for link in list(self.links):
-            self._heal(link)
-        released = self.holds.release(self.sim)
-        try:
-            isr = set(self.state().isr)
-        except LogforkError:
-            isr = set()
-        for b in sorted(brokers, key=lambda x: (x not in isr, x)):
-            if self.status(b) != "stopped":
-                continue
-            try:
-                self._start(b)
-            except (Aborted, WaitTimeout, NotReached) as exc:
-                if self.node(b).status() == "running":
-                    raise
-                self.exited[b] = f"{exc}"[:300] + "\n" + self.node(b).tail_log()
-        self.ctx.timeline.record(
-            "heal", "everything", exited=sorted(self.exited), alter_partition_dropped=released
-        )

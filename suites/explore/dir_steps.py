@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from checkers.checkpoints import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
+from checkers.errors import LogReadError
 from faults import disk, moves
 from fixtures.cluster import Cluster
 from fixtures.config import log_dir_path
@@ -38,6 +40,7 @@ class Runner(Protocol):
     failed_dirs: dict[int, FailedDir]
     recreated: dict[int, str]
     exited: dict[int, str]
+    epochs_lost: dict[int, str]
 
     def view(self) -> View: ...
     def state(self) -> PartitionState: ...
@@ -56,17 +59,46 @@ def _target(run: Runner, target: kinds.Target, failing: bool, what: str) -> int:
 
 
 def move(run: Runner, step: kinds.MoveDir) -> tuple[dict[str, Any], float]:
-    """The replica into its broker's other log dir: swapped in, or (throttled) on its way."""
+    """The replica into its broker's other log dir: swapped in, or (throttled) on its way.
+    A swap must keep every leader epoch the replica cached (noted where it does not)."""
     b = _target(run, step.target, False, "move the replica of")
     node = run.node(b)
-    to = 1 - holding_dir(run, b)
+    held = holding_dir(run, b)
+    to = 1 - held
+    before = _epoch_cache(run, b, held)
     if step.throttle:
         moves.throttle_dir_moves(run.cluster, node, moves.IN_FLIGHT_RATE)
     moves.move_to_dir(run.cluster, node, run.topic, 0, to)
     if not step.throttle:
         moves.await_moved(run.cluster, node, run.topic, 0, to)
     future = (run.topic, 0) in log_dir_states(node)[log_dir_path(to)].future
-    return {"broker": b, "to": log_dir_path(to), "in_flight": future}, 0.0
+    targets: dict[str, Any] = {"broker": b, "to": log_dir_path(to), "in_flight": future}
+    if not future:
+        after = _epoch_cache(run, b, to)
+        lost = sorted({e for e, _ in before} - {e for e, _ in after})
+        if lost:
+            # KAFKA-20961: the future log rebuilds its cache from the batches it copied,
+            # and epochs that hold none (a leader elected that wrote nothing) are gone.
+            run.epochs_lost.setdefault(
+                b,
+                f"broker {b}'s replica of {run.topic}-0, swapped in from "
+                f"{log_dir_path(held)} to {log_dir_path(to)}, lost leader epoch(s) {lost} of "
+                f"its cache: {before} before the move, {after} after",
+            )
+            targets["epochs_lost"] = lost
+    return targets, 0.0
+
+
+def _epoch_cache(run: Runner, b: int, index: int) -> list[tuple[int, int]]:
+    """The broker's leader-epoch-checkpoint for the partition in its log dir `index`, as the
+    host reads it (written before the broker serves what it records: LeaderEpochFileCache)."""
+    path = run.node(b).log_dirs[index] / f"{run.topic}-0" / LEADER_EPOCH_CHECKPOINT
+    if not path.is_file():
+        return []  # nothing cached yet
+    try:
+        return read_leader_epoch_checkpoint(path)
+    except LogReadError as exc:
+        raise NotReached(f"broker {b}'s leader-epoch-checkpoint of {run.topic}-0", exc) from None
 
 
 def fail(run: Runner, step: kinds.FailDir) -> tuple[dict[str, Any], float]:

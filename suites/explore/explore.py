@@ -59,6 +59,7 @@ class ExploreOptions:
     minutes: float | None = None
     unclean: bool = False
     jbod: bool = False  # two log dirs per broker, and moves between them
+    reassign: bool = False  # reassignments (KRaft), on four brokers
     power_models: tuple[str, ...] = (CUT,)  # drawn per power-loss step (runrecord.power)
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
@@ -486,5 +487,8 @@ def draw_options(
         # Three voters, so that the quorum's own faults are drawn (one survives a loss).
         controllers=3 if mode == "kraft" else 1,
         jbod=options.jbod,
+        reassign=options.reassign,
+        # A broker beside three replicas, for a reassignment to add.
+        brokers=4 if options.reassign else 3,
     )
     return explore_shape(drawing)

@@ -63,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "3.7, KIP-858)",
     )
     parser.add_argument(
+        "--reassign",
+        action="store_true",
+        help="draw reassignments of the schedule's partition (replicas added, removed or "
+        "reordered, some throttled; KIP-455) on four brokers (KRaft only)",
+    )
+    parser.add_argument(
         "--power-models",
         default=CUT,
         metavar="M,...",
@@ -158,6 +164,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         minutes=args.minutes,
         unclean=args.unclean,
         jbod=args.jbod,
+        reassign=args.reassign,
         power_models=models,
         guided=not args.no_guidance,
         pool=args.pool,
@@ -183,6 +190,11 @@ def main(args: argparse.Namespace) -> int:
         raise SetupError(f"Kafka {release} has no {mode} mode (it has {has})")
     if options.jbod:
         check_jbod(release, mode)
+    if options.reassign and mode != "kraft":
+        raise SetupError(
+            "--reassign: reassignment steps need KRaft (the ZooKeeper-mode controller's epoch "
+            "bumps are not modelled)"
+        )
     stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
     out = Path(args.out or f"runs/explore-{release}-{mode}-seed{options.seed}-{stamp}").resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -42,6 +42,7 @@ from runrecord.schedule import (
     PowerLoss,
     Produce,
     Quorum,
+    Reassign,
     Restart,
     Resume,
     Role,
@@ -80,6 +81,7 @@ STEP_WEIGHTS: dict[str, float] = {
     "txn-abort": 2,
     "move-dir": 4,  # only with jbod: a replica moved between its broker's log dirs
     "fail-dir": 3,  # only with jbod: the log dir holding a replica fails
+    "reassign": 5,  # only with reassign (KRaft): replicas added, removed or reordered
 }
 assert set(STEP_WEIGHTS) == set(STEP_KINDS)
 TXN_KINDS = ("txn-write", "txn-commit", "txn-abort")
@@ -119,6 +121,7 @@ class DrawOptions:
     features: Mapping[str, int] = field(default_factory=dict)  # KRaft: formatted with these
     controllers: int = 1  # KRaft: voters of the quorum (quorum steps are drawn with 3)
     jbod: bool = False  # two log dirs per broker, and move-dir steps
+    reassign: bool = False  # reassign steps (KRaft), on a broker more than the replicas
 
 
 def explore_shape(options: DrawOptions, lag_ms: int = 600000) -> DrawOptions:
@@ -287,6 +290,22 @@ def _draw_fail_dir(rng: random.Random, c: Cluster) -> Step:
     return FailDir(_replica_or(rng, c, [(Role.LEADER, 0.4), (Role.FOLLOWER_IN_ISR, 0.4)]))
 
 
+def _draw_reassign(rng: random.Random, c: Cluster) -> Step:
+    """Replace a replica half the time; else add one, remove one or change the preferred
+    one. The one removed is the leader a third of the time: it resigns."""
+    what = choose(rng, [("replace", 0.5), ("add", 0.2), ("remove", 0.15), ("prefer", 0.15)])
+    remove = _replica_or(rng, c, [(Role.LEADER, 0.35), (Role.FOLLOWER_IN_ISR, 0.35)])
+    add = Role.ANY_BROKER if rng.random() < 0.8 else rng.choice(c.broker_ids)
+    throttle = rng.random() < 0.3 or None
+    if what == "prefer":
+        return Reassign(prefer=_replica_or(rng, c, [(Role.FOLLOWER_IN_ISR, 0.5)]))
+    return Reassign(
+        add=add if what in ("replace", "add") else None,
+        remove=remove if what in ("replace", "remove") else None,
+        throttle=throttle,
+    )
+
+
 DRAW: dict[str, Callable[[random.Random, Cluster], Step]] = {
     "produce": _draw_produce,
     "hold-back": _draw_hold_back,
@@ -308,6 +327,7 @@ DRAW: dict[str, Callable[[random.Random, Cluster], Step]] = {
     "txn-abort": _draw_txn_abort,
     "move-dir": _draw_move_dir,
     "fail-dir": _draw_fail_dir,
+    "reassign": _draw_reassign,
 }
 ATTEMPTS = 3  # parameter draws per kind before the kind is set aside for this position
 
@@ -356,6 +376,7 @@ def kind_weights(options: DrawOptions) -> dict[str, float]:
         and (k != "hold-alter-partition" or options.mode == "kraft")
         and (k not in TXN_KINDS or options.mode == "kraft")
         and (k not in ("move-dir", "fail-dir") or options.jbod)
+        and (k != "reassign" or (options.reassign and options.mode == "kraft"))
     }
 
 

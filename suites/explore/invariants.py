@@ -31,6 +31,27 @@ def epoch_regressions(lineages: Any) -> list[str]:
     return found
 
 
+def leader_epoch_cache_lost(lineages: Any, leader: int, leader_epoch: int | None) -> str | None:
+    """Where the partition's leader does not hold the epoch it leads in as its leader-epoch-
+    checkpoint's last entry. A leader caches every new leader epoch it is given, records or
+    not, and writes the file before it serves (Partition.makeLeader, "we must cache the new
+    leader epoch", from 2.1, KAFKA-7415): a follower holding a later epoch than any batch of
+    the leader's truncates to the right offset only by it. KAFKA-20961: a replica swapped
+    in from another log dir rebuilt its cache from the batches alone and lost the empty
+    epochs; its followers then loop on OffsetOutOfRange (KAFKA-15608)."""
+    lin = next((x for x in lineages if x.broker_id == leader), None)
+    if lin is None or leader_epoch is None or lin.checkpointed_epoch_starts is None:
+        return None
+    cached = lin.checkpointed_epoch_starts
+    if cached and cached[-1][0] == leader_epoch:
+        return None
+    held = ", ".join(f"{e} from {s}" for e, s in cached) or "nothing"
+    return (
+        f"leader {leader} leads in epoch {leader_epoch}, and its leader-epoch-checkpoint holds "
+        f"{held}"
+    )
+
+
 def metadata_divergence(run_dir: Path) -> str | None:
     """KRaft: the metadata log as every controller and broker holds it (copied with the
     schedule's evidence) must agree wherever two copies overlap: each voter's log is the

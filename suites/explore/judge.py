@@ -48,8 +48,10 @@ from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
     DUPLICATE,
+    EPOCH_CACHE_LOST,
     EPOCH_REGRESSION,
     FENCED_LEADER,
+    FETCH_LOOP,
     HANGING,
     LOST,
     METADATA_DIVERGED,
@@ -105,6 +107,12 @@ class Observed:
     # A broker re-created its replica of an offline log dir in another of its dirs (what
     # the fail-dir step saw, in words).
     recreated: list[str] = field(default_factory=list)
+    # Followers that kept resetting their fetch to the offset they stood at once the
+    # replicas converged: broker -> its log line (suites.explore.fetch_loop).
+    fetch_loops: dict[int, str] = field(default_factory=dict)
+    # A leader epoch cache that lost an epoch: one a log-dir swap dropped (seen at the
+    # move-dir step), or the leader's lacking the epoch it leads in (after the heal).
+    epoch_cache_lost: str | None = None
 
 
 def unclean_elections(states: Sequence[StateSeen]) -> int:
@@ -179,6 +187,13 @@ def judge_partition(
         # as the cause of what follows: the broker holds two copies once the disk is back,
         # which 3.7.0 refuses to start with, and the audit cannot judge.
         return RECREATED, "; ".join(seen.recreated), None
+    if seen.epoch_cache_lost:
+        # The cause of a fetch loop, and unlike the loop, on disk whatever the timing.
+        return (
+            EPOCH_CACHE_LOST,
+            f"a replica's leader epoch cache lost an epoch: {seen.epoch_cache_lost}",
+            None,
+        )
     if not seen.converged and (seen.stuck_lines or seen.stalled):
         if seen.stuck_lines:
             b, line = sorted(seen.stuck_lines.items())[0]
@@ -189,6 +204,14 @@ def judge_partition(
                 f"{seen.log_end_offsets}"
             )
         return STUCK, f"a follower cannot make progress after the heal ({why})", None
+    if seen.fetch_loops:
+        b, line = sorted(seen.fetch_loops.items())[0]
+        return (
+            FETCH_LOOP,
+            f"a follower loops on OffsetOutOfRange after the heal, making no progress until "
+            f"new writes arrive (broker {b}'s log: {line})",
+            None,
+        )
     if seen.audit_status is None or seen.unjudged:
         return UNJUDGED, f"not judged: {seen.unjudged or 'the disk audit gave no verdict'}", None
     if seen.metadata_diverged:
@@ -303,6 +326,8 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "torn": seen.torn,
         "duplicates": seen.duplicates,
         "recreated": seen.recreated,
+        "epoch_cache_lost": seen.epoch_cache_lost,
+        "fetch_loops": {str(b): line for b, line in seen.fetch_loops.items()},
         "stable": seen.stable,
         "unclean_elections": unclean_elections(seen.states),
         "recovering": recovering(seen.states),
@@ -324,6 +349,9 @@ def observed_symptom(judgement: Judgement) -> Symptom:
         return Symptom(HANGING, (seen.get("hanging") or [None])[0])
     if judgement.failure == STUCK:
         return Symptom(STUCK, replicas=sorted(int(b) for b in seen.get("stuck", {})) or None)
+    if judgement.failure == FETCH_LOOP:
+        loops = seen.get("fetch_loops", {})
+        return Symptom(FETCH_LOOP, replicas=sorted(int(b) for b in loops) or None)
     if judgement.failure == RECREATED:
         brokers = sorted({int(line.split()[1]) for line in seen.get("recreated", [])})
         return Symptom(RECREATED, replicas=brokers or None)

@@ -17,7 +17,11 @@ from reports.judge import history as check_sends
 from runrecord.history import DURABLE_ACKS
 from suites.explore import txn_steps
 from suites.explore.actions import Live
-from suites.explore.invariants import epoch_regressions, metadata_divergence
+from suites.explore.invariants import (
+    epoch_regressions,
+    leader_epoch_cache_lost,
+    metadata_divergence,
+)
 from suites.explore.judge import SCHEDULE_PARTITION, Observed, StateSeen
 from suites.scenario import RunContext
 
@@ -30,23 +34,31 @@ def observe(
     live: Live,
     stable: StableOffsets | None = None,
     now_ms: int | None = None,
+    loops: dict[int, dict[int, str]] | None = None,
 ) -> dict[int, Observed]:
     """Each partition as the judge reads it: convergence, the audit of the copied logs,
     acknowledged acks=all writes missing from its leader's log, power losses' drops, and
     the transactions open on disk past their timeout beside what clients see of the
-    schedule's partition (`stable`: its offsets once every transaction had time to end)."""
+    schedule's partition (`stable`: its offsets once every transaction had time to end), and
+    the followers still looping on OffsetOutOfRange once converged (`loops`, by partition)."""
     release = ctx.cluster.release
     partitions = live.schedule.cluster.partitions
     sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
-    replicas = sorted(live.assignment)
+    # What each partition converges to: the schedule's, its last reassignment's target.
+    replicas = {p: sorted(live.schedule.cluster.replicas) for p in partitions}
+    replicas[SCHEDULE_PARTITION] = sorted(live.reassigning)
     checks: dict[int, dict[str, Any] | None] = {}
     regressions: dict[int, list[str]] = {}
+    uncached: dict[int, str | None] = {}
     txns: dict[int, TransactionFindings] = {}  # partition -> the audit's
 
     def on_partition(tp: tuple[str, int], _replicas: Any, lineages: Any, verdict: Any) -> None:
         if tp[0] != topic or verdict is None:
             return
         regressions[tp[1]] = epoch_regressions(lineages)
+        final = states[tp[1]][-1] if states.get(tp[1]) else None
+        if final is not None and release.at_least(2, 1):  # KAFKA-7415: cached on election
+            uncached[tp[1]] = leader_epoch_cache_lost(lineages, final.leader, final.leader_epoch)
         txns[tp[1]] = verdict.transactions
         by_id = {lin.broker_id: lin for lin in lineages}
         leader = states[tp[1]][-1].leader if states.get(tp[1]) else None
@@ -86,7 +98,7 @@ def observe(
         leos = dict(state.get("leos", {}))
         found = txns.get(p, TransactionFindings())  # none where the audit judged none
         out[p] = Observed(
-            converged=sorted(state.get("isr", [])) == replicas and len(set(leos.values())) == 1,
+            converged=sorted(state.get("isr", [])) == replicas[p] and len(set(leos.values())) == 1,
             stuck_lines=stuck,
             stalled=convergence.stalled,
             isr=list(state.get("isr", [])),
@@ -114,5 +126,9 @@ def observe(
             stable=str(stable) if stable is not None and p == SCHEDULE_PARTITION else None,
             stable_stuck=stable.stuck if stable is not None and p == SCHEDULE_PARTITION else None,
             recreated=sorted(live.recreated.values()) if p == SCHEDULE_PARTITION else [],
+            fetch_loops=dict((loops or {}).get(p, {})),
+            epoch_cache_lost="; ".join(sorted(live.epochs_lost.values()))
+            if p == SCHEDULE_PARTITION and live.epochs_lost
+            else uncached.get(p),
         )
     return out

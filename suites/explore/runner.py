@@ -35,7 +35,7 @@ from runrecord.power import CUT
 from runrecord.replay import Comparison, Judgement, StepResult
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
-from runrecord.schedule import MoveDir, Schedule, write_schedule
+from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
 from runrecord.schedule_expect import expected_symptom
 from runrecord.typed import to_json
 from suites.broker_logs import fetcher_dies, log_mark, stuck_follower
@@ -44,6 +44,8 @@ from suites.explore import txn_steps
 from suites.explore.actions import Live, PowerCut
 from suites.explore.bench import Bench, needs_disks
 from suites.explore.evidence import copy_evidence
+from suites.explore.fetch_loop import fetch_loops
+from suites.explore.heal import heal_all
 from suites.explore.judge import (
     BACKGROUND_PARTITION,
     SCHEDULE_PARTITION,
@@ -287,6 +289,8 @@ def _run(
     if any(isinstance(s, MoveDir) and s.throttle for s in schedule.steps):
         # The throttle is a broker config, and a move left in flight goes on copying.
         bench.retire("a move between log dirs was left throttled, in flight")
+    elif any(isinstance(s, Reassign) and s.throttle for s in schedule.steps):
+        bench.retire("a reassignment throttled replication on the brokers")
     result.seconds = time.monotonic() - started
     # The protocol's own waits: each step's (session timeouts, wait steps, acks=all writes
     # timing out, controlled-shutdown retries), one fetch round once all is healed, and
@@ -361,6 +365,7 @@ def _body(
     background = Background(cluster, ctx.history, topic, partitions=shape.partitions[1:]).start()
     live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol), marks)
     stable: StableOffsets | None = None  # the schedule's partition once transactions ended
+    loops: dict[int, dict[int, str]] = {}  # partition -> broker -> a fetch loop it logs
     try:
         txn_steps.prepare(live, live.txn)
         for i, step in enumerate(schedule.steps):
@@ -371,7 +376,7 @@ def _body(
         # restarts stopped ones). From 2.3 a failed partition resumes with its next leader
         # change (KIP-461), so only a lack of progress decides.
         healing = {b: log_mark(node) for b, node in cluster.brokers.items()}
-        live.heal_all()
+        heal_all(live)
         background.stop(timeout=20)
         convergence = converge(
             ctx,
@@ -382,7 +387,9 @@ def _body(
             since=healing,
             stall=STALL,
             stop_on_stuck=fetcher_dies(cluster),
+            replicas_of={SCHEDULE_PARTITION: live.reassigning},
         )
+        replicas = sorted({*replicas, *live.reassigning})
         interval = max(shape.checkpoint_interval_ms(b) for b in replicas) / 1000
         result.checkpoint_wait = min(convergence.checkpoint_wait, interval)
         if not convergence.converged and not convergence.stuck:
@@ -391,6 +398,7 @@ def _body(
                 if found is not None:
                     convergence.stuck_partitions[b], convergence.stuck[b] = found
         if convergence.converged:
+            loops = fetch_loops(cluster, topic, replicas, healing)
             stable = txn_steps.await_transactions_ended(live, live.txn)
     finally:
         live.txn.close()
@@ -405,7 +413,7 @@ def _body(
     copy_evidence(cluster, topic, ctx.run, node_marks)
     if txn_steps.uses_transactions(schedule):
         result.txns_judged_ms = int(time.time() * 1000)  # run.json keeps it, for the audit
-    observed = observe(ctx, topic, convergence, states, live, stable, result.txns_judged_ms)
+    observed = observe(ctx, topic, convergence, states, live, stable, result.txns_judged_ms, loops)
     shape_topic = shape.topic_config
     judgement = judge(
         observed,

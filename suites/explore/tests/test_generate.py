@@ -115,6 +115,21 @@ def test_moves_between_log_dirs_are_drawn_with_jbod_only() -> None:
     assert "move-dir" in {step.KIND for s in jbod for step in s.steps}
 
 
+def test_reassignments_are_drawn_with_reassign_in_kraft_only() -> None:
+    options = DrawOptions(mode="kraft", protocol=Protocol.DIVERGING_EPOCH, brokers=4)
+    assert "reassign" not in {step.KIND for s in draw_many(5, 40, options) for step in s.steps}
+    drawn = draw_many(5, 40, replace(options, reassign=True))
+    steps = [step for s in drawn for step in s.steps if step.KIND == "reassign"]
+    assert len(steps) > 10
+    assert {k for step in steps for k in ("add", "remove", "prefer") if getattr(step, k)} == {
+        "add",
+        "remove",
+        "prefer",
+    }
+    zk = replace(options, mode="zk", protocol=Protocol.KIP_279, reassign=True)
+    assert "reassign" not in {step.KIND for s in draw_many(5, 20, zk) for step in s.steps}
+
+
 def test_guidance_ranks_kafka_20716_first_on_the_newest_release() -> None:
     """The model predicts the hang of KAFKA-20716 (unclean elections that drop a marker):
     the ranked plan of `explore --seed 1 --unclean` on 4.4.0 KRaft begins with it."""

@@ -3,14 +3,18 @@ acks=all loss under the rules for unclean elections and power loss (KIP-966)."""
 
 from __future__ import annotations
 
+from checkers.abstract import from_spec
+from checkers.lineage import Lineage
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
 from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
     DUPLICATE,
+    EPOCH_CACHE_LOST,
     EPOCH_REGRESSION,
     FENCED_LEADER,
+    FETCH_LOOP,
     HANGING,
     LOST,
     METADATA_DIVERGED,
@@ -19,6 +23,8 @@ from runrecord.replay import (
     TORN,
     UNJUDGED,
 )
+from suites.broker_logs import same_offset_resets
+from suites.explore.invariants import leader_epoch_cache_lost
 from suites.explore.judge import (
     Observed,
     StateSeen,
@@ -162,6 +168,59 @@ def test_a_replica_recreated_beside_its_offline_dir_comes_first() -> None:
     assert j.evidence["partitions"]["0"]["recreated"] == [said]
     symptom = observed_symptom(j)
     assert (symptom.kind, symptom.replicas) == (RECREATED, [2])
+
+
+LOOP = (
+    "[2026-11-27 04:25:12,078] INFO [ReplicaFetcher replicaId=2, leaderId=1, fetcherId=0] "
+    "Current offset 10 for partition s-25a05e9c-0 is out of range, which typically implies "
+    "a leader change. Reset fetch offset to 10 (kafka.server.ReplicaFetcherThread)"
+)
+
+
+def test_a_follower_looping_on_out_of_range_after_convergence_is_a_finding() -> None:
+    # KAFKA-20961: log ends equal, ISR full, and the follower still resets round after round.
+    seen = clean(fetch_loops={2: f"5 resets to one offset after convergence: {LOOP}"})
+    j = judge({0: seen, 1: clean()}, unclean_enabled=False, **KRAFT_43)
+    assert (j.failure, j.partition) == (FETCH_LOOP, 0)
+    assert "loops on OffsetOutOfRange" in j.summary and "broker 2's log" in j.summary
+    symptom = observed_symptom(j)
+    assert (symptom.kind, symptom.replicas) == (FETCH_LOOP, [2])
+
+
+def test_resets_to_the_offset_a_follower_stood_at_are_counted_per_partition() -> None:
+    moved = LOOP.replace("Current offset 10", "Current offset 7")  # a leader change's reset
+    other = LOOP.replace("s-25a05e9c-0", "s-25a05e9c-11")
+    prefix = LOOP.replace("s-25a05e9c-0", "s-25a05e9c-0x-0")  # another topic
+    own_end = (
+        "[2026-11-27 04:25:14,126] INFO [ReplicaFetcher replicaId=2, leaderId=1, fetcherId=0] "
+        "Reset fetch offset for partition s-25a05e9c-0 from 10 to the current local replica's "
+        "end offset 10 (kafka.server.ReplicaFetcherThread)"
+    )
+    found = same_offset_resets([LOOP, moved, LOOP, other, prefix, own_end], "s-25a05e9c")
+    assert found == {0: (3, own_end), 11: (1, other)}
+
+
+def test_an_epoch_cache_that_lost_an_epoch_comes_before_the_loop() -> None:
+    said = "leader 1 leads in epoch 2, and its leader-epoch-checkpoint holds 0 from 0"
+    seen = clean(epoch_cache_lost=said, fetch_loops={2: LOOP})
+    j = judge({0: seen, 1: clean()}, unclean_enabled=False, **KRAFT_43)
+    assert (j.failure, j.partition) == (EPOCH_CACHE_LOST, 0)
+    assert said in j.summary
+    assert observed_symptom(j).kind == EPOCH_CACHE_LOST
+
+
+def test_a_leader_epoch_cache_is_judged_against_the_epoch_it_leads_in() -> None:
+    def lin(broker: int, epochs: list[tuple[int, int]] | None) -> Lineage:
+        return from_spec(broker, [(0, 9, 0, "a")], epochs=epochs)
+
+    lineages = [lin(1, [(0, 0)]), lin(2, [(0, 0), (1, 10)])]
+    assert leader_epoch_cache_lost(lineages, 1, 2) == (
+        "leader 1 leads in epoch 2, and its leader-epoch-checkpoint holds 0 from 0"
+    )
+    assert leader_epoch_cache_lost(lineages, 1, 0) is None
+    assert leader_epoch_cache_lost([lin(1, [(0, 0), (2, 10)])], 1, 2) is None
+    assert leader_epoch_cache_lost([lin(1, None)], 1, 2) is None  # no file: nothing to judge
+    assert leader_epoch_cache_lost(lineages, 3, 2) is None  # no copy of the leader's log
 
 
 def test_a_fenced_broker_elected_leader_is_a_finding() -> None:
