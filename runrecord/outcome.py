@@ -54,10 +54,13 @@ FETCH_LOOP = "fetch-loop"
 # predecessor cached, or the leader lacks the one it leads in, which every leader caches when
 # elected (KAFKA-7415). KAFKA-20961's swap drops empty epochs; a fetch loop follows.
 EPOCH_CACHE_LOST = "epoch-cache-lost"
+# A broker a reassignment removed still holds the replica under its own name after the heal
+# (a broker down at the change must find it a stray when it starts: KAFKA-13127).
+LEFT_BEHIND = "replica-left-behind"
 SYMPTOM_KINDS = (
     CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING,
     TORN_TRANSACTION, ABORTED_READ, DUPLICATE_SEQUENCE, RECREATED, FETCH_LOOP,
-    EPOCH_CACHE_LOST,
+    EPOCH_CACHE_LOST, LEFT_BEHIND,
 )  # fmt: skip
 
 

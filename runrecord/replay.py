@@ -23,6 +23,7 @@ TORN = outcome.TORN_TRANSACTION  # one transaction committed on a replica, abort
 DUPLICATE = outcome.DUPLICATE_SEQUENCE  # one idempotent write appended twice to a replica
 RECREATED = outcome.RECREATED  # a replica of an offline log dir re-created in another
 FETCH_LOOP = outcome.FETCH_LOOP  # a follower looping on OffsetOutOfRange after the heal
+LEFT_BEHIND = outcome.LEFT_BEHIND  # a removed replica still current on its broker
 EPOCH_CACHE_LOST = outcome.EPOCH_CACHE_LOST  # a leader epoch cache lost an epoch
 METADATA_DIVERGED = "metadata-diverged"  # KRaft: the metadata log's copies disagree
 EPOCH_REGRESSION = "epoch-regression"  # a replica's leader epochs go back on its disk

@@ -26,6 +26,7 @@ from runrecord.outcome import (
     FENCED_LEADER,
     FETCH_LOOP,
     HANGING,
+    LEFT_BEHIND,
     LOST,
     RECREATED,
     STUCK,
@@ -36,7 +37,7 @@ from runrecord.schedule_fields import Problems, is_int, json_type, unknown_field
 # What a schedule's invariants can show (suites/explore/judge.py).
 KINDS = (
     CONSISTENT, STUCK, DIVERGED, LOST, FENCED_LEADER, HANGING, RECREATED, FETCH_LOOP,
-    EPOCH_CACHE_LOST,
+    EPOCH_CACHE_LOST, LEFT_BEHIND,
 )  # fmt: skip
 MODES = ("zk", "kraft")
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}$")

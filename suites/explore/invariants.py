@@ -31,7 +31,7 @@ def epoch_regressions(lineages: Any) -> list[str]:
     return found
 
 
-def leader_epoch_cache_lost(lineages: Any, leader: int, leader_epoch: int | None) -> str | None:
+def leader_lacks_its_epoch(lineages: Any, leader: int, leader_epoch: int | None) -> str | None:
     """Where the partition's leader does not hold the epoch it leads in as its leader-epoch-
     checkpoint's last entry. A leader caches every new leader epoch it is given, records or
     not, and writes the file before it serves (Partition.makeLeader, "we must cache the new

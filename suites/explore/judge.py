@@ -5,12 +5,19 @@ each power loss dropped) and says which invariant failed, where, and by which ru
 
 Per partition, in this order:
 
+0. What a step saw or the heal left, whatever the audit says: a replica re-created beside
+   its offline log dir (KAFKA-16234); a leader epoch cache that lost an epoch (a replica
+   swapped in from another log dir lacks one its predecessor cached, or the leader lacks
+   the one it leads in, which every leader caches from 2.1, KAFKA-7415; KAFKA-20961's swap
+   drops the epochs that hold no records); a broker a reassignment removed still holding
+   the replica under its own name (a stray: KAFKA-13127).
 1. A follower that cannot make progress after the heal is "stuck": the replicas did not
    converge and nothing changed for the stall time; its log says why, where it does
    (KAFKA-6361, n < 20: the fetcher thread dies on out-of-order offsets before 2.3; a
    broker halted rather than truncate). A partition that converged is not stuck, whatever
    its followers logged on the way (from 2.3 a partition marked failed resumes with its
-   next leader change, KIP-461).
+   next leader change, KIP-461). A follower that converged but keeps resetting its fetch
+   to the offset it stands at loops on OffsetOutOfRange (KAFKA-20961).
 2. KRaft: the metadata log's copies (every voter's, every broker's) agree wherever they
    overlap (KIP-595); a replica's leader epochs never go backwards on its disk; and the
    controller elects only unfenced brokers: no metadata record names a new
@@ -53,6 +60,7 @@ from runrecord.replay import (
     FENCED_LEADER,
     FETCH_LOOP,
     HANGING,
+    LEFT_BEHIND,
     LOST,
     METADATA_DIVERGED,
     RECREATED,
@@ -110,6 +118,9 @@ class Observed:
     # Followers that kept resetting their fetch to the offset they stood at once the
     # replicas converged: broker -> its log line (suites.explore.fetch_loop).
     fetch_loops: dict[int, str] = field(default_factory=dict)
+    # Brokers a reassignment removed that still hold the replica under its own name after
+    # the heal: broker -> its path (suites.explore.left_behind).
+    left_behind: dict[int, str] = field(default_factory=dict)
     # A leader epoch cache that lost an epoch: one a log-dir swap dropped (seen at the
     # move-dir step), or the leader's lacking the epoch it leads in (after the heal).
     epoch_cache_lost: str | None = None
@@ -192,6 +203,13 @@ def judge_partition(
         return (
             EPOCH_CACHE_LOST,
             f"a replica's leader epoch cache lost an epoch: {seen.epoch_cache_lost}",
+            None,
+        )
+    if seen.left_behind:
+        said = "; ".join(f"broker {b}: {path}" for b, path in sorted(seen.left_behind.items()))
+        return (
+            LEFT_BEHIND,
+            f"a replica a reassignment removed is still current on its broker ({said})",
             None,
         )
     if not seen.converged and (seen.stuck_lines or seen.stalled):
@@ -327,6 +345,7 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "duplicates": seen.duplicates,
         "recreated": seen.recreated,
         "epoch_cache_lost": seen.epoch_cache_lost,
+        "left_behind": {str(b): path for b, path in seen.left_behind.items()},
         "fetch_loops": {str(b): line for b, line in seen.fetch_loops.items()},
         "stable": seen.stable,
         "unclean_elections": unclean_elections(seen.states),
@@ -352,6 +371,9 @@ def observed_symptom(judgement: Judgement) -> Symptom:
     if judgement.failure == FETCH_LOOP:
         loops = seen.get("fetch_loops", {})
         return Symptom(FETCH_LOOP, replicas=sorted(int(b) for b in loops) or None)
+    if judgement.failure == LEFT_BEHIND:
+        strays = seen.get("left_behind", {})
+        return Symptom(LEFT_BEHIND, replicas=sorted(int(b) for b in strays) or None)
     if judgement.failure == RECREATED:
         brokers = sorted({int(line.split()[1]) for line in seen.get("recreated", [])})
         return Symptom(RECREATED, replicas=brokers or None)

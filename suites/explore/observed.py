@@ -19,7 +19,7 @@ from suites.explore import txn_steps
 from suites.explore.actions import Live
 from suites.explore.invariants import (
     epoch_regressions,
-    leader_epoch_cache_lost,
+    leader_lacks_its_epoch,
     metadata_divergence,
 )
 from suites.explore.judge import SCHEDULE_PARTITION, Observed, StateSeen
@@ -35,12 +35,14 @@ def observe(
     stable: StableOffsets | None = None,
     now_ms: int | None = None,
     loops: dict[int, dict[int, str]] | None = None,
+    strays: dict[int, str] | None = None,
 ) -> dict[int, Observed]:
     """Each partition as the judge reads it: convergence, the audit of the copied logs,
     acknowledged acks=all writes missing from its leader's log, power losses' drops, and
     the transactions open on disk past their timeout beside what clients see of the
     schedule's partition (`stable`: its offsets once every transaction had time to end), and
-    the followers still looping on OffsetOutOfRange once converged (`loops`, by partition)."""
+    the followers still looping on OffsetOutOfRange once converged (`loops`, by partition),
+    and the copies of the schedule's partition a reassignment left current (`strays`)."""
     release = ctx.cluster.release
     partitions = live.schedule.cluster.partitions
     sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
@@ -58,7 +60,7 @@ def observe(
         regressions[tp[1]] = epoch_regressions(lineages)
         final = states[tp[1]][-1] if states.get(tp[1]) else None
         if final is not None and release.at_least(2, 1):  # KAFKA-7415: cached on election
-            uncached[tp[1]] = leader_epoch_cache_lost(lineages, final.leader, final.leader_epoch)
+            uncached[tp[1]] = leader_lacks_its_epoch(lineages, final.leader, final.leader_epoch)
         txns[tp[1]] = verdict.transactions
         by_id = {lin.broker_id: lin for lin in lineages}
         leader = states[tp[1]][-1].leader if states.get(tp[1]) else None
@@ -127,6 +129,7 @@ def observe(
             stable_stuck=stable.stuck if stable is not None and p == SCHEDULE_PARTITION else None,
             recreated=sorted(live.recreated.values()) if p == SCHEDULE_PARTITION else [],
             fetch_loops=dict((loops or {}).get(p, {})),
+            left_behind=dict(strays or {}) if p == SCHEDULE_PARTITION else {},
             epoch_cache_lost="; ".join(sorted(live.epochs_lost.values()))
             if p == SCHEDULE_PARTITION and live.epochs_lost
             else uncached.get(p),

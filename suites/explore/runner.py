@@ -53,6 +53,7 @@ from suites.explore.judge import (
     observed_symptom,
     schedule_outcome,
 )
+from suites.explore.left_behind import left_behind
 from suites.explore.observed import observe
 from suites.scenario import RunContext, ScenarioError
 from suites.steps import write_batch
@@ -366,6 +367,7 @@ def _body(
     live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol), marks)
     stable: StableOffsets | None = None  # the schedule's partition once transactions ended
     loops: dict[int, dict[int, str]] = {}  # partition -> broker -> a fetch loop it logs
+    strays: dict[int, str] = {}  # broker -> a copy a reassignment left current on it
     try:
         txn_steps.prepare(live, live.txn)
         for i, step in enumerate(schedule.steps):
@@ -399,6 +401,8 @@ def _body(
                     convergence.stuck_partitions[b], convergence.stuck[b] = found
         if convergence.converged:
             loops = fetch_loops(cluster, topic, replicas, healing)
+            removed = [b for b in cluster.brokers if b not in live.reassigning]
+            strays = left_behind(cluster, topic, SCHEDULE_PARTITION, removed)
             stable = txn_steps.await_transactions_ended(live, live.txn)
     finally:
         live.txn.close()
@@ -413,7 +417,9 @@ def _body(
     copy_evidence(cluster, topic, ctx.run, node_marks)
     if txn_steps.uses_transactions(schedule):
         result.txns_judged_ms = int(time.time() * 1000)  # run.json keeps it, for the audit
-    observed = observe(ctx, topic, convergence, states, live, stable, result.txns_judged_ms, loops)
+    observed = observe(
+        ctx, topic, convergence, states, live, stable, result.txns_judged_ms, loops, strays
+    )
     shape_topic = shape.topic_config
     judgement = judge(
         observed,

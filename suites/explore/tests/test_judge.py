@@ -16,6 +16,7 @@ from runrecord.replay import (
     FENCED_LEADER,
     FETCH_LOOP,
     HANGING,
+    LEFT_BEHIND,
     LOST,
     METADATA_DIVERGED,
     RECREATED,
@@ -24,7 +25,7 @@ from runrecord.replay import (
     UNJUDGED,
 )
 from suites.broker_logs import same_offset_resets
-from suites.explore.invariants import leader_epoch_cache_lost
+from suites.explore.invariants import leader_lacks_its_epoch
 from suites.explore.judge import (
     Observed,
     StateSeen,
@@ -214,13 +215,21 @@ def test_a_leader_epoch_cache_is_judged_against_the_epoch_it_leads_in() -> None:
         return from_spec(broker, [(0, 9, 0, "a")], epochs=epochs)
 
     lineages = [lin(1, [(0, 0)]), lin(2, [(0, 0), (1, 10)])]
-    assert leader_epoch_cache_lost(lineages, 1, 2) == (
+    assert leader_lacks_its_epoch(lineages, 1, 2) == (
         "leader 1 leads in epoch 2, and its leader-epoch-checkpoint holds 0 from 0"
     )
-    assert leader_epoch_cache_lost(lineages, 1, 0) is None
-    assert leader_epoch_cache_lost([lin(1, [(0, 0), (2, 10)])], 1, 2) is None
-    assert leader_epoch_cache_lost([lin(1, None)], 1, 2) is None  # no file: nothing to judge
-    assert leader_epoch_cache_lost(lineages, 3, 2) is None  # no copy of the leader's log
+    assert leader_lacks_its_epoch(lineages, 1, 0) is None
+    assert leader_lacks_its_epoch([lin(1, [(0, 0), (2, 10)])], 1, 2) is None
+    assert leader_lacks_its_epoch([lin(1, None)], 1, 2) is None  # no file: nothing to judge
+    assert leader_lacks_its_epoch(lineages, 3, 2) is None  # no copy of the leader's log
+
+
+def test_a_removed_replica_left_current_on_its_broker_is_a_finding() -> None:
+    seen = clean(left_behind={2: "/work/runs/c/nodes/b2/data/s-1-0"})
+    j = judge({0: seen, 1: clean()}, unclean_enabled=False, **KRAFT_39)
+    assert (j.failure, j.partition) == (LEFT_BEHIND, 0)
+    assert "broker 2: /work/runs/c/nodes/b2/data/s-1-0" in j.summary
+    assert observed_symptom(j).replicas == [2]
 
 
 def test_a_fenced_broker_elected_leader_is_a_finding() -> None:
