@@ -22,17 +22,16 @@ DIR_MOVE_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 IN_FLIGHT_RATE = 4096
 
 
-def throttle_dir_moves(cluster: Cluster, node: Node, bytes_per_second: int) -> None:
-    """Caps what the broker copies between its own log dirs. (Kafka suggests no less than
-    1 MB/s "for accurate behaviour": the quota is measured over its window, so a first
-    fetch of up to replica.fetch.max.bytes goes through before it bites.)"""
-    resource = ConfigResource(
-        ConfigResource.Type.BROKER,
-        str(node.node_id),
-        set_config={DIR_MOVE_THROTTLE: str(bytes_per_second)},
-    )
+def throttle_dir_moves(cluster: Cluster, node: Node, bytes_per_second: int | None) -> None:
+    """Caps what the broker copies between its own log dirs (None: lifts the cap). (Kafka
+    suggests no less than 1 MB/s "for accurate behaviour": the quota is measured over its
+    window, so a first fetch of up to replica.fetch.max.bytes goes through before it
+    bites.)"""
+    rate = {} if bytes_per_second is None else {DIR_MOVE_THROTTLE: str(bytes_per_second)}
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(node.node_id), set_config=rate)
     # AlterConfigs, not its incremental successor: 1.1 has no IncrementalAlterConfigs
-    # (KIP-339, 2.3), and this broker's dynamic configs hold nothing else to keep.
+    # (KIP-339, 2.3). It replaces the broker's dynamic configs whole, so a reassignment's
+    # throttled rates there go too (faults.reassign): the model follows neither throttle.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         futures = cluster.admin().alter_configs([resource])

@@ -196,13 +196,38 @@ def test_replay_of_reassignments(kafka_target, logfork_runs, capsys):
     assert not list((run_dir / "nodes" / "b2").glob("data*/s-*-0"))
 
 
-def _replay_finding(kafka_target, logfork_runs, capsys, jira: str) -> tuple[int, str, dict]:
-    """`logfork replay` of docs/findings/JIRA.json: its exit code, output and verdict."""
-    args = ["replay", str(FINDINGS / f"{jira}.json"), "--kafka-version", kafka_target.kafka]
+def _replay_finding(
+    kafka_target, logfork_runs, capsys, jira: str, *args: str
+) -> tuple[int, str, dict]:
+    """`logfork replay` of docs/findings/JIRA.json (with `args`): its exit code, output and
+    verdict."""
+    args = ("replay", str(FINDINGS / f"{jira}.json"), "--kafka-version", kafka_target.kafka, *args)
     code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
     out = capsys.readouterr().out
     run_dir = Path(_printed(out, "run directory")[0])
     return code, out, json.loads((run_dir / "verdict.json").read_text())
+
+
+@pytest.mark.cluster
+def test_replay_of_the_kafka_20961_finding(kafka_target, logfork_runs, capsys):
+    """The finding explore made blind on 4.4.0 (docs/findings/KAFKA-20961.md): the leader's
+    empty replica moved to its other log dir comes back without the epoch it leads in. So
+    on every KRaft release with JBOD, and in ZooKeeper mode from 2.0.1 (KAFKA-7415: a new
+    leader caches its epoch); 1.1.1 caches no empty epoch, and holds."""
+    release, mode = kafka_target.release, kafka_target.mode
+    if mode == "kraft" and not release.at_least(3, 7):
+        pytest.skip("KRaft serves JBOD from 3.7 (KIP-858)")
+    code, out, verdict = _replay_finding(
+        kafka_target, logfork_runs, capsys, "KAFKA-20961", "--kafka-mode", mode
+    )
+    steps = verdict["details"]["steps"]
+    assert [s["status"] for s in steps] == ["done"], out
+    failure = verdict["details"]["judgement"]["failure"]
+    if mode == "zk" and not release.at_least(2, 0, 1):
+        assert (code, failure) == (0, None), out
+    else:
+        assert (code, failure) == (1, "epoch-cache-lost"), out
+        assert steps[0]["targets"]["epochs_lost"] == [0]
 
 
 @pytest.mark.cluster

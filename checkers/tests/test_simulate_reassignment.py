@@ -76,6 +76,15 @@ def test_what_completes_a_reassignment_depends_on_the_release() -> None:
     assert s.reassignment is None and s.assignment == [1, 2, 4]
 
 
+def test_a_reassignment_keeps_two_replicas() -> None:
+    two = Simulator(
+        Cluster(mode="kraft", brokers=3, replication_factor=2, replicas=(1, 2)), "4.3.1"
+    )
+    record = two.apply(Reassign(remove=2))
+    assert (record.status, record.note) == ("skipped", "a reassignment to [1] leaves one replica")
+    assert two.apply(Reassign(add=3, remove=2)).status == "done"
+
+
 def test_a_removal_keeps_an_isr_member() -> None:
     s = sim()
     s.apply(Kill(2))

@@ -109,6 +109,7 @@ class Live:
         # Brokers whose replica, swapped in by a move between log dirs, lost leader epochs
         # its predecessor had cached (KAFKA-20961), in words.
         self.epochs_lost: dict[int, str] = {}
+        self.dir_throttled: set[int] = set()  # brokers whose moves between dirs are capped
         self._since = dict(marks or {})  # broker -> its log's mark at its last start
 
     # -- what the steps see -----------------------------------------------------------------

@@ -41,6 +41,7 @@ class Runner(Protocol):
     recreated: dict[int, str]
     exited: dict[int, str]
     epochs_lost: dict[int, str]
+    dir_throttled: set[int]
 
     def view(self) -> View: ...
     def state(self) -> PartitionState: ...
@@ -68,6 +69,11 @@ def move(run: Runner, step: kinds.MoveDir) -> tuple[dict[str, Any], float]:
     before = _epoch_cache(run, b, held)
     if step.throttle:
         moves.throttle_dir_moves(run.cluster, node, moves.IN_FLIGHT_RATE)
+        run.dir_throttled.add(b)
+    elif b in run.dir_throttled:
+        # The cap is the broker's: an earlier throttled move would slow this one too.
+        moves.throttle_dir_moves(run.cluster, node, None)
+        run.dir_throttled.discard(b)
     moves.move_to_dir(run.cluster, node, run.topic, 0, to)
     if not step.throttle:
         moves.await_moved(run.cluster, node, run.topic, 0, to)

@@ -14,8 +14,10 @@ from runrecord.schedule import (
     Cluster,
     Heal,
     Kill,
+    MoveDir,
     PowerLoss,
     Produce,
+    Reassign,
     Role,
     Schedule,
     Step,
@@ -147,6 +149,9 @@ def _reduce(current: Schedule, s: Trier) -> Schedule | None:
                 options = [
                     (replace(step, lose=c), f"lose {step.lose} -> {c}") for c in _smaller(step.lose)
                 ]
+            elif isinstance(step, MoveDir | Reassign) and step.throttle:
+                # Unthrottled, a move is swapped in, a reassignment done, within its step.
+                options = [(replace(step, throttle=None), "throttle dropped")]
             elif isinstance(step, Wait) and step.seconds > 1:
                 options = [
                     (replace(step, seconds=v), f"wait {step.seconds:g} -> {v:g} s")

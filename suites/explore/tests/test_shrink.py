@@ -16,6 +16,7 @@ from runrecord.schedule import (
     Heal,
     HoldBack,
     Kill,
+    MoveDir,
     Produce,
     Restart,
     Role,
@@ -182,6 +183,16 @@ def test_merges_and_reductions() -> None:
     changes = [a.change for a in result.attempts if a.verdict == FAILING]
     assert "merge the produces at steps 0 and 1" in changes
     assert any(c.startswith("step 0: count 8 ->") for c in changes)
+
+
+def test_a_throttle_is_dropped_where_the_finding_stays() -> None:
+    def moved(schedule: Schedule) -> str | None:
+        return "epoch-cache-lost" if any(isinstance(s, MoveDir) for s in schedule.steps) else None
+
+    jbod = Cluster(mode="kraft", brokers=3, replication_factor=3, log_dirs=2)
+    result = shrink(Schedule(jbod, steps=(MoveDir(Role.LEADER, throttle=True),)), moved)
+    assert result.minimal.steps == (MoveDir(Role.LEADER),)
+    assert "step 0: throttle dropped" in [a.change for a in result.attempts]
 
 
 def test_targets_signals_and_the_cluster_get_simpler() -> None:
