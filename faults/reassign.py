@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from fixtures.cluster import Cluster
@@ -32,6 +33,8 @@ TOPIC_REPLICAS = (
 # goes through before it bites: a schedule's partition, a few batches, is copied at once,
 # and a larger one crawls.
 THROTTLE_RATE = 4096
+ANSWER_WITHIN_MS = 30000  # the request's own timeout, for the controller to answer
+REQUEST_WAIT = 45.0  # seconds the socket waits for that answer
 
 
 def merged(current: Sequence[int], target: Sequence[int]) -> list[int]:
@@ -44,9 +47,13 @@ def reassign(cluster: Cluster, via: Node, topic: str, partition: int, target: li
     """Ask for the partition to be reassigned to `target` (through broker `via`). Proven by
     the metadata log: the replica list in flight (the target first) or the target itself."""
     before = assignment(cluster, topic, partition)
-    with wire.Connection("127.0.0.1", via.published[EXTERNAL_PORT]) as conn:
-        answer = conn.alter_partition_reassignment(topic, partition, target)
     what = f"the reassignment of {topic}-{partition} to {target}"
+    try:
+        # The broker answers once the controller has: allow for a quorum electing a leader.
+        with wire.Connection("127.0.0.1", via.published[EXTERNAL_PORT], REQUEST_WAIT) as conn:
+            answer = conn.alter_partition_reassignment(topic, partition, target, ANSWER_WITHIN_MS)
+    except (OSError, wire.ProtocolError) as exc:
+        raise NotReached(f"{what}, through broker {via.node_id}", repr(exc)) from None
     if answer.error != "NONE":
         raise NotReached(what, f"{answer.error}: {answer.detail}")
     cluster.timeline.record(
@@ -98,8 +105,11 @@ def throttle(cluster: Cluster, topic: str, partition: int, brokers: Sequence[int
                 ConfigEntry(name, str(THROTTLE_RATE), incremental_operation=AlterConfigOpType.SET)
             )
         resources.append(resource)
-    for resource in resources:  # librdkafka takes one broker resource per call
-        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    try:
+        for resource in resources:  # librdkafka takes one broker resource per call
+            admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    except KafkaException as exc:  # a broker or the controller not answering in time
+        raise NotReached(f"the replication throttle on {topic}-{partition}", exc) from None
     cluster.timeline.record(
         "fault", "replication-throttle", topic=topic, replicas=replicas, rate=THROTTLE_RATE
     )
