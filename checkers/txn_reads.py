@@ -41,8 +41,10 @@ class ReadRecord:
 
 @dataclass(frozen=True)
 class PartitionRead:
-    """One read_committed consumer's pass over a partition, from its start to `end`, the
-    offset it stopped at (the last stable offset it was given)."""
+    """One read_committed consumer's pass over a partition, from its start to `end`: the
+    partition's last stable offset asked for once the pass is over. The last stable offset
+    never goes back, so a record at or past it was never stable; one asked for before the
+    pass may be passed by a marker landing meanwhile."""
 
     records: Sequence[ReadRecord]
     end: int

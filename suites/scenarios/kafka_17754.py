@@ -107,8 +107,10 @@ def _write(ctx: RunContext, producer: TransactionalProducer, partition: int, val
 def _reads(ctx: RunContext) -> tuple[TxnReadCheck, dict[str, str]]:
     reads, seen = {}, {}
     for partition in (0, 1):
-        end = stable_offsets(ctx.cluster, TOPIC, partition)
         records = read_committed(ctx.cluster, TOPIC, partition)
+        # After the read: a marker may land meanwhile, and the last stable offset never goes
+        # back, so whatever the reader was given lies below it (checkers.txn_reads).
+        end = stable_offsets(ctx.cluster, TOPIC, partition)
         reads[(TOPIC, partition)] = PartitionRead(records, end.last_stable)
         seen[f"p{partition}"] = ", ".join(f"{r.value}@{r.offset}" for r in records) or "nothing"
     return check_txn_reads(ctx.history.sends, reads), seen

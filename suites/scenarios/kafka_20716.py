@@ -198,8 +198,8 @@ def body(ctx: RunContext) -> Finding:
     before_s1 = _outlast_timeout(ctx, since)
     s1 = steps.produce_batch(ctx, TOPIC, BATCH, to=C, acks="all")
     sends += s1
-    offsets = stable_offsets(cluster, TOPIC)
     records = read_committed(cluster, TOPIC)
+    offsets = stable_offsets(cluster, TOPIC)  # after the read: kafka_17754._reads says why
     reads = [r.offset for r in records]
     read_check = check_txn_reads(
         ctx.history.sends, {(TOPIC, 0): PartitionRead(records, offsets.last_stable)}
