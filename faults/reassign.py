@@ -43,10 +43,12 @@ def merged(current: Sequence[int], target: Sequence[int]) -> list[int]:
     return [*target, *(b for b in current if b not in target)]
 
 
-def reassign(cluster: Cluster, via: Node, topic: str, partition: int, target: list[int]) -> None:
-    """Ask for the partition to be reassigned to `target` (through broker `via`). Proven by
-    the metadata log: the replica list in flight (the target first) or the target itself."""
-    before = assignment(cluster, topic, partition)
+def reassign(
+    cluster: Cluster, via: Node, topic: str, partition: int, before: list[int], target: list[int]
+) -> None:
+    """Ask for the partition, on replicas `before`, to be reassigned to `target` (through
+    broker `via`). Proven by the metadata log: the replica list in flight (the target
+    first) or the target itself."""
     what = f"the reassignment of {topic}-{partition} to {target}"
     try:
         # The broker answers once the controller has: allow for a quorum electing a leader.

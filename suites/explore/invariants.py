@@ -43,8 +43,8 @@ def leader_lacks_its_epoch(lineages: Any, leader: int, leader_epoch: int | None)
     if lin is None or leader_epoch is None or lin.checkpointed_epoch_starts is None:
         return None
     cached = lin.checkpointed_epoch_starts
-    if cached and cached[-1][0] == leader_epoch:
-        return None
+    if cached and cached[-1][0] >= leader_epoch:
+        return None  # later than the state history's last look: that look was stale
     held = ", ".join(f"{e} from {s}" for e, s in cached) or "nothing"
     return (
         f"leader {leader} leads in epoch {leader_epoch}, and its leader-epoch-checkpoint holds "

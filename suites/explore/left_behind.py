@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fixtures.cluster import Cluster
+from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 
 # The broker renames a removed replica when it applies the change; one that was down does
@@ -37,5 +38,8 @@ def left_behind(
     try:
         wait_until(found, lambda f: not f, what="removed replicas renamed", timeout=RENAME_WAIT)
     except WaitTimeout as exc:
-        return exc.last if isinstance(exc.last, dict) else {}
+        if isinstance(exc.last, dict):
+            return exc.last
+        # The host could not list the dirs: nothing was seen, which is no verdict.
+        raise NotReached(f"the log dirs of brokers {brokers} listed", str(exc.last)) from None
     return {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faults import reassign as moves
+from faults import reassign as reassignments
 from fixtures.errors import NotReached
 from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
@@ -41,11 +41,11 @@ def reassign(run: Any, step: kinds.Reassign) -> tuple[dict[str, Any], float]:
     if via is None:
         raise Skip("no running broker reaches the quorum to forward the reassignment")
     if step.throttle:
-        moves.throttle(cluster, run.topic, 0, sorted({*view.assignment, *target}))
-    moves.reassign(cluster, run.node(via), run.topic, 0, target)
+        reassignments.throttle(cluster, run.topic, 0, sorted({*view.assignment, *target}))
+    reassignments.reassign(cluster, run.node(via), run.topic, 0, list(view.assignment), target)
     run.reassigning = target
     try:
-        moves.await_reassigned(cluster, run.topic, 0, target, timeout=COMPLETE_WAIT)
+        reassignments.await_reassigned(cluster, run.topic, 0, target, timeout=COMPLETE_WAIT)
         done = True
     except NotReached:
         done = False

@@ -220,6 +220,7 @@ def test_a_leader_epoch_cache_is_judged_against_the_epoch_it_leads_in() -> None:
     )
     assert leader_lacks_its_epoch(lineages, 1, 0) is None
     assert leader_lacks_its_epoch([lin(1, [(0, 0), (2, 10)])], 1, 2) is None
+    assert leader_lacks_its_epoch([lin(1, [(0, 0), (3, 10)])], 1, 2) is None  # a stale look
     assert leader_lacks_its_epoch([lin(1, None)], 1, 2) is None  # no file: nothing to judge
     assert leader_lacks_its_epoch(lineages, 3, 2) is None  # no copy of the leader's log
 
