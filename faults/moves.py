@@ -13,6 +13,7 @@ from fixtures.config import EXTERNAL_PORT, log_dir_path
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from observe import wire
+from observe.broker_configs import await_dynamic
 from observe.log_dirs import await_log_dir
 
 # A dynamic broker config only: server.properties cannot set it (KIP-113).
@@ -37,6 +38,10 @@ def throttle_dir_moves(cluster: Cluster, node: Node, bytes_per_second: int | Non
         futures = cluster.admin().alter_configs([resource])
     for future in futures.values():
         future.result(30)
+    # In ZooKeeper mode the broker takes the cap when the change notification reaches it: a
+    # move asked for before that runs unthrottled.
+    wanted = {DIR_MOVE_THROTTLE: None if bytes_per_second is None else str(bytes_per_second)}
+    await_dynamic(cluster, node.node_id, wanted, "the log-dir move throttle")
     cluster.timeline.record("fault", "log-dir-throttle", node=node.name, rate=bytes_per_second)
 
 

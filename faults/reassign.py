@@ -20,6 +20,7 @@ from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe import wire
+from observe.broker_configs import await_dynamic
 from observe.state import assignment, partition_state
 
 # What kafka-reassign-partitions --throttle sets: a rate on every broker, for the replicas
@@ -112,6 +113,9 @@ def throttle(cluster: Cluster, topic: str, partition: int, brokers: Sequence[int
             admin.incremental_alter_configs([resource])[resource].result(timeout=30)
     except KafkaException as exc:  # a broker or the controller not answering in time
         raise NotReached(f"the replication throttle on {topic}-{partition}", exc) from None
+    for b in brokers:  # each broker takes the rates when it replays the config record
+        wanted = dict.fromkeys(BROKER_RATES, str(THROTTLE_RATE))
+        await_dynamic(cluster, b, wanted, "the replication throttle")
     cluster.timeline.record(
         "fault", "replication-throttle", topic=topic, replicas=replicas, rate=THROTTLE_RATE
     )
