@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from checkers.compaction import ABORT, COMMIT, marker_type
+from checkers.coordinator_log import Decision, PartitionDecisions
 from checkers.lineage import Lineage
 from checkers.recordlog import ReplicaLog
 from checkers.records import Batch
@@ -68,12 +69,15 @@ class HangingTransaction:
 
 @dataclass(frozen=True)
 class TornTransaction:
-    """A transaction whose marker is a COMMIT on some replicas and an ABORT on others."""
+    """A transaction whose marker is a COMMIT on some replicas and an ABORT on others, or
+    whose markers are not of the kind its coordinator logged (`checkers.coordinator_log`)."""
 
     producer_id: int
     first_offset: int  # its first data offset on any replica; the marker's if none is known
     marker_offset: int
     kinds: tuple[tuple[int, str], ...]  # (broker, "COMMIT" or "ABORT")
+    coordinator: str | None = None  # the kind the coordinator completed, where it is known
+    transactional_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = _plain(self)
@@ -122,6 +126,9 @@ class _Replica:
     open: dict[int, Batch] = field(default_factory=dict)  # producer -> first open data batch
     # marker offset -> (producer, kind); kind None when the batch is empty or does not decode
     markers: dict[int, tuple[int, str | None]] = field(default_factory=dict)
+    # marker offset -> its producer epoch, and (producer, epoch) -> the kinds of its markers
+    epochs: dict[int, int] = field(default_factory=dict)
+    kinds_of: dict[tuple[int, int], set[str | None]] = field(default_factory=dict)
     last_marker: dict[int, int] = field(default_factory=dict)  # producer -> its last marker
     firsts: dict[int, int] = field(default_factory=dict)  # marker -> first data offset it ends
     duplicates: list[DuplicateSequence] = field(default_factory=list)
@@ -154,7 +161,10 @@ def _scan(lineage: Lineage) -> _Replica:
                 first = rep.open.pop(pid, None)
                 if first is not None:
                     rep.firsts[b.base_offset] = first.base_offset
-                rep.markers[b.base_offset] = (pid, _marker_kind(log, b))
+                kind = _marker_kind(log, b)
+                rep.markers[b.base_offset] = (pid, kind)
+                rep.epochs[b.base_offset] = b.producer_epoch
+                rep.kinds_of.setdefault((pid, b.producer_epoch), set()).add(kind)
                 rep.last_marker[pid] = b.base_offset
                 continue
             if b.is_transactional:
@@ -212,13 +222,32 @@ def _hanging(
     return out
 
 
-def _torn(replicas: list[_Replica]) -> list[TornTransaction]:
+def _against_coordinator(
+    rep: _Replica, pid: int, offset: int, decisions: PartitionDecisions
+) -> Decision | None:
+    """The coordinator's decision when this replica's markers of the transaction's producer
+    and epoch are all of one kind, and not the decided one. (One kind only: in transactions
+    v1 several transactions share an epoch, and a coordinator log that lost one of them to
+    an unclean election would pair its marker with another.)"""
+    epoch = rep.epochs[offset]
+    decision = decisions.get((pid, epoch))
+    if decision is None:
+        return None
+    kinds = rep.kinds_of[(pid, epoch)]
+    return decision if len(kinds) == 1 and decision.kind not in kinds | {None} else None
+
+
+def _torn(replicas: list[_Replica], decisions: PartitionDecisions) -> list[TornTransaction]:
     kinds: dict[tuple[int, int], dict[int, str]] = defaultdict(dict)
     firsts: dict[tuple[int, int], list[int]] = defaultdict(list)
+    disagree: dict[tuple[int, int], Decision] = {}
     for rep in replicas:
         for offset, (pid, kind) in rep.markers.items():
             if kind is not None:
                 kinds[(pid, offset)][rep.broker] = kind
+                decision = _against_coordinator(rep, pid, offset, decisions)
+                if decision is not None:
+                    disagree[(pid, offset)] = decision
             if offset in rep.firsts:
                 firsts[(pid, offset)].append(rep.firsts[offset])
         for txn in rep.lineage.aborted:
@@ -230,9 +259,19 @@ def _torn(replicas: list[_Replica]) -> list[TornTransaction]:
                 kinds[key].setdefault(rep.broker, KINDS[ABORT])
     out = []
     for (pid, offset), by_broker in sorted(kinds.items()):
-        if len(set(by_broker.values())) > 1:
+        decision = disagree.get((pid, offset))
+        if len(set(by_broker.values())) > 1 or decision is not None:
             first = min(firsts.get((pid, offset)) or [offset])
-            out.append(TornTransaction(pid, first, offset, tuple(sorted(by_broker.items()))))
+            out.append(
+                TornTransaction(
+                    pid,
+                    first,
+                    offset,
+                    tuple(sorted(by_broker.items())),
+                    None if decision is None else decision.kind,
+                    None if decision is None else decision.transactional_id,
+                )
+            )
     return out
 
 
@@ -241,8 +280,11 @@ def judge_transactions(
     *,
     txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
     reference_ms: int | None = None,
+    decisions: PartitionDecisions | None = None,
 ) -> TransactionFindings:
-    """Hanging and torn transactions and duplicate sequences among one partition's replicas.
+    """Hanging and torn transactions and duplicate sequences among one partition's replicas;
+    `decisions`: what the transaction coordinator completed for this partition, by producer
+    id and epoch (`checkers.coordinator_log`).
 
     `reference_ms` is the time open transactions are aged against: the newest timestamp of
     the audit, or now; by default the newest batch timestamp of the partition, so a cluster
@@ -256,4 +298,4 @@ def judge_transactions(
     duplicates = sorted(
         (d for rep in replicas for d in rep.duplicates), key=lambda d: (d.broker, d.first_offset)
     )
-    return TransactionFindings(hanging, _torn(replicas), duplicates)
+    return TransactionFindings(hanging, _torn(replicas, decisions or {}), duplicates)

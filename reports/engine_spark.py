@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import json
 import pickle
 import time
 from collections import Counter, defaultdict
@@ -28,6 +29,7 @@ import pyarrow as pa
 
 from checkers.audit import decide
 from checkers.audit.plan import ReadTask
+from checkers.coordinator_log import Decisions, merge
 from checkers.gcpause import gc_paused
 from reports import rows as R
 from reports import tables as T
@@ -36,7 +38,14 @@ from reports.judge import PartitionRow
 from reports.outputs import Location, child, fresh
 from reports.progress import SparkProgress
 from reports.results import Assemble, EngineOutput, RunResult, judge_config
-from reports.scan import EXECUTOR_TABLES, decode_metadata, judge_bucket, task_json
+from reports.scan import (
+    EXECUTOR_TABLES,
+    decisions_from_json,
+    decode_coordinators,
+    decode_metadata,
+    judge_bucket,
+    task_json,
+)
 from reports.sources import RunSource
 from reports.spark import get_session, quiet_pandas_warning, task_placement
 
@@ -91,7 +100,11 @@ def _execute(
     outputs = {s.key: EngineOutput() for s in sources}
     mark = time.monotonic()
     _metadata(spark, sources, outputs)
-    known = {s.key: decide.know(s.plan, outputs[s.key].metadata_logs) for s in sources}
+    decisions = _coordinators(spark, sources)
+    known = {
+        s.key: decide.know(s.plan, outputs[s.key].metadata_logs, decisions.get(s.key))
+        for s in sources
+    }
     timings["metadata"] = time.monotonic() - mark
 
     mark = time.monotonic()
@@ -143,24 +156,50 @@ def _collect(frame: Any) -> list[dict[str, Any]]:
     return frame.toArrow().to_pylist()
 
 
+def _pre_stage(
+    spark: Any, wanted: list[tuple[Any, ...]], schemas: tuple[Any, Any], fn: Any, label: str
+) -> list[dict[str, Any]]:
+    """A small Spark stage run before the judging: `wanted` rows (of `schemas[0]`) through
+    the mapInArrow function `fn` (to `schemas[1]`), collected."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    slices = max(1, min(len(wanted), spark.sparkContext.defaultParallelism * 3))
+    rdd = spark.sparkContext.parallelize(wanted, slices)
+    frame = spark.createDataFrame(rdd, from_arrow_schema(schemas[0]))
+    with SparkProgress(spark, label):
+        return _collect(frame.mapInArrow(fn, from_arrow_schema(schemas[1])))
+
+
 def _metadata(spark: Any, sources: Sequence[RunSource], outputs: dict[str, EngineOutput]) -> None:
     """KRaft metadata logs, decoded by Spark tasks before the judging (which needs the
     leaders they name)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     wanted = [(s.key, t.log_dir, t.path) for s in sources for t in s.plan.metadata_tasks()]
     if not wanted:
         return
-    slices = max(1, min(len(wanted), spark.sparkContext.defaultParallelism * 3))
-    rdd = spark.sparkContext.parallelize(wanted, slices)
-    frame = spark.createDataFrame(rdd, from_arrow_schema(T.METADATA_TASK_SCHEMA))
-    decoded = frame.mapInArrow(decode_metadata, from_arrow_schema(T.METADATA_SCHEMA))
-    with SparkProgress(spark, f"decoding {len(wanted)} metadata log(s)"):
-        rows = _collect(decoded)
-    for row in rows:
+    schemas = (T.METADATA_TASK_SCHEMA, T.METADATA_SCHEMA)
+    label = f"decoding {len(wanted)} metadata log(s)"
+    for row in _pre_stage(spark, wanted, schemas, decode_metadata, label):
         outputs[row["run"]].metadata_logs[row["log_dir"]] = R.metadata_log_from_json(
             row["metadata_log"]
         )
+
+
+def _coordinators(spark: Any, sources: Sequence[RunSource]) -> dict[str, Decisions]:
+    """What the transaction coordinators completed, read by Spark tasks from their own
+    partitions before the judging (which compares each partition's markers with it)."""
+    wanted = [
+        (s.key, json.dumps([task_json(t) for t in tasks]))
+        for s in sources
+        for tasks in s.plan.coordinator_tasks()
+    ]
+    if not wanted:
+        return {}
+    schemas = (T.COORDINATOR_TASK_SCHEMA, T.COORDINATOR_SCHEMA)
+    label = f"reading {len(wanted)} transaction coordinator partition(s)"
+    parts: dict[str, list[Decisions]] = {}
+    for row in _pre_stage(spark, wanted, schemas, decode_coordinators, label):
+        parts.setdefault(row["run"], []).append(decisions_from_json(row["decisions_json"]))
+    return {run: merge(found) for run, found in parts.items()}
 
 
 def _producer_frame(spark: Any, sources: Sequence[RunSource]) -> Any:

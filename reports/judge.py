@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.audit.result import ReplicaSummary
+from checkers.coordinator_log import PartitionDecisions
 from checkers.history import check_history
 from checkers.lineage import Lineage
 from checkers.recordlog import ReplicaLog
@@ -39,6 +40,8 @@ class JudgeConfig:
     txn_timeouts: dict[str, int] = field(default_factory=dict)  # run -> ms (`decide.Known`)
     txn_references: dict[str, int | None] = field(default_factory=dict)  # run -> ms, likewise
     brief_runs: frozenset[str] = frozenset()  # runs with more than DETAILED_UP_TO partitions
+    # (run, topic, partition) -> what the transaction coordinators completed (`decide.Known`)
+    decisions: dict[tuple[str, str, int], PartitionDecisions] = field(default_factory=dict)
 
 
 def replica_info(lin: Lineage) -> dict[str, Any]:

@@ -85,6 +85,9 @@ def judge_config(sources: Sequence[RunSource], known: dict[str, decide.Known]) -
         brief_runs=frozenset(
             s.key for s in sources if len(s.plan.judged_partitions()) > DETAILED_UP_TO
         ),
+        decisions={
+            (s.key, *tp): by_pe for s in sources for tp, by_pe in known[s.key].decisions.items()
+        },
     )
 
 

@@ -21,7 +21,8 @@ import pyarrow as pa
 
 from checkers.audit import decide
 from checkers.audit.plan import ReadTask
-from checkers.audit.read import metadata_at, read_replicas
+from checkers.audit.read import metadata_at, read_decisions, read_replicas
+from checkers.coordinator_log import Decision, Decisions
 from checkers.lineage import Lineage
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from reports import rows as R
@@ -29,6 +30,7 @@ from reports.judge import JudgeConfig, partition_row
 from reports.outputs import as_location, child, write_parquet
 from reports.tables import (
     BATCHES_SCHEMA,
+    COORDINATOR_SCHEMA,
     EPOCHS_SCHEMA,
     LINEAGE_TABLE_SCHEMA,
     METADATA_SCHEMA,
@@ -149,6 +151,7 @@ def judge_bucket(
         ages = (
             config.txn_timeouts.get(run, DEFAULT_TXN_TIMEOUT_MS),
             config.txn_references.get(run),
+            config.decisions.get((run, *tp)),
         )
         verdict = decide.judge(judged, leader, protocol, compacted, *ages) if judged else None
         done = partition_row(config, run, tp, summaries, judged, verdict, sent.get(tp, []))
@@ -189,6 +192,33 @@ def decode_metadata(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
             ],
             schema=METADATA_SCHEMA,
         )
+
+
+def decode_coordinators(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: `COORDINATOR_TASK_SCHEMA` rows in, `COORDINATOR_SCHEMA` out."""
+    for batch in batches:
+        out = []
+        for r in batch.to_pylist():
+            tasks = [task_from_json(t) for t in json.loads(r["tasks_json"])]
+            decisions = read_decisions(tasks)
+            out.append({"run": r["run"], "decisions_json": decisions_json(decisions)})
+        yield pa.RecordBatch.from_pylist(out, schema=COORDINATOR_SCHEMA)
+
+
+def decisions_json(decisions: Decisions) -> str:
+    return _COMPACT.encode(
+        [[tp[0], tp[1], d.to_dict()] for tp, by_pe in decisions.items() for d in by_pe.values()]
+    )
+
+
+def decisions_from_json(text: str) -> Decisions:
+    out: Decisions = {}
+    for topic, partition, d in json.loads(text):
+        decision = Decision.from_dict(d)
+        out.setdefault((topic, partition), {})[(decision.producer_id, decision.producer_epoch)] = (
+            decision
+        )
+    return out
 
 
 def metadata_log_json(path: str) -> str:

@@ -46,6 +46,10 @@ TASK_SCHEMA = pa.schema(
 METADATA_TASK_SCHEMA = pa.schema(
     [("run", pa.string()), ("log_dir", pa.int32()), ("path", pa.string())]
 )
+# One transaction coordinator partition: its read tasks in (`scan.task_json` each, as a
+# JSON array), what it completed out (`coordinator_log.Decision`s, as JSON).
+COORDINATOR_TASK_SCHEMA = pa.schema([("run", pa.string()), ("tasks_json", pa.string())])
+COORDINATOR_SCHEMA = pa.schema([("run", pa.string()), ("decisions_json", pa.string())])
 METADATA_SCHEMA = pa.schema(
     [("run", pa.string()), ("log_dir", pa.int32()), ("metadata_log", pa.string())]
 )

@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from checkers.checkpoints import read_offset_checkpoint
-from checkers.codec import compact_int32s, compact_uuids, tagged, uuid_bytes, uuid_text, uvarint
+from checkers.codec import (
+    compact_int32s,
+    compact_string,
+    compact_uuids,
+    string,
+    tagged,
+    uuid_bytes,
+    uuid_text,
+    uvarint,
+)
 from checkers.encode import BASE_TIMESTAMP, CODECS, compress, encode_v2_batch
 from runrecord.run import RunInfo
 from runrecord.rundir import RunDir
@@ -580,3 +589,38 @@ def write_cleaned_replica(
             known[tp] = value
         write_offset_checkpoint(path, known)
     return root
+
+
+def encode_txn_log_key(transactional_id: str) -> bytes:
+    """A `__transaction_state` record key (TransactionLogKey version 0)."""
+    return struct.pack(">h", 0) + string(transactional_id)
+
+
+def encode_txn_log_value(
+    producer_id: int,
+    epoch: int,
+    status: int,
+    partitions: Mapping[str, Sequence[int]] | None = None,
+    *,
+    version: int = 0,
+    client_version: int | None = None,
+) -> bytes:
+    """A TransactionLogValue: version 0, or the flexible version 1 (KIP-915), whose tag 2
+    carries the client's transaction version."""
+    flexible = version >= 1
+    out = struct.pack(">hqhib", version, producer_id, epoch, 60_000, status)
+    items = list((partitions or {}).items())
+    if flexible:
+        out += uvarint(len(items) + 1)
+        for topic, ids in items:
+            out += compact_string(topic) + compact_int32s(list(ids)) + tagged({})
+    else:
+        out += struct.pack(">i", len(items))
+        for topic, ids in items:
+            out += string(topic) + struct.pack(">i", len(ids))
+            out += b"".join(struct.pack(">i", i) for i in ids)
+    out += struct.pack(">qq", BASE_TIMESTAMP, BASE_TIMESTAMP)
+    if flexible:
+        tags = {} if client_version is None else {2: struct.pack(">h", client_version)}
+        out += tagged(tags)
+    return out

@@ -19,6 +19,7 @@ from checkers.audit.plan import AuditPlan, LineageSlot, MetadataSlot, TopicParti
 from checkers.audit.result import AuditError, AuditResult, ReplicaSummary
 from checkers.checkpoints import quorum_leader
 from checkers.compaction import compaction_reason
+from checkers.coordinator_log import Decisions, PartitionDecisions
 from checkers.lineage import Lineage
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog
 from checkers.protocol import Protocol
@@ -34,6 +35,8 @@ class Known:
     compacted: dict[str, str] = field(default_factory=dict)  # topic -> why
     txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
     txn_reference_ms: int | None = None
+    # What the transaction coordinators completed, by data partition (`coordinator_log`).
+    decisions: Decisions = field(default_factory=dict)
 
 
 def choose_metadata(logs: Mapping[int, MetadataLog]) -> MetadataLog | None:
@@ -45,11 +48,16 @@ def choose_metadata(logs: Mapping[int, MetadataLog]) -> MetadataLog | None:
     return best
 
 
-def know(plan: AuditPlan, metadata_logs: Mapping[int, MetadataLog]) -> Known:
+def know(
+    plan: AuditPlan,
+    metadata_logs: Mapping[int, MetadataLog],
+    decisions: Decisions | None = None,
+) -> Known:
     out = Known(
         choose_metadata(metadata_logs),
         txn_timeout_ms=plan.txn_timeout_ms,
         txn_reference_ms=plan.txn_reference_ms,
+        decisions=decisions or {},
     )
     quorum = quorum_leader(plan.quorum_states.values())
     configs = out.metadata.topic_configs if out.metadata is not None else {}
@@ -78,12 +86,17 @@ def judge(
     compacted: str | None = None,
     txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
     txn_reference_ms: int | None = None,
+    decisions: PartitionDecisions | None = None,
 ) -> PartitionVerdict:
     """One partition's verdict, compact enough to keep for every partition of a fleet;
-    `leader`, `compacted`, `txn_timeout_ms` and `txn_reference_ms` as `Known` has them."""
+    `leader`, `compacted`, `txn_timeout_ms`, `txn_reference_ms` and `decisions` as `Known`
+    has them."""
     verdict = judge_partition(lineages, leader=leader, protocol=protocol, compacted=compacted)
     verdict.transactions = judge_transactions(
-        lineages, txn_timeout_ms=txn_timeout_ms, reference_ms=txn_reference_ms
+        lineages,
+        txn_timeout_ms=txn_timeout_ms,
+        reference_ms=txn_reference_ms,
+        decisions=decisions,
     )
     return verdict.compact()
 

@@ -10,8 +10,9 @@ from typing import Any
 
 from checkers.audit.decide import assemble, judge, know
 from checkers.audit.plan import AuditPlan, TopicPartition, plan_audit
-from checkers.audit.read import read_metadata, read_replicas
+from checkers.audit.read import read_decisions, read_metadata, read_replicas
 from checkers.audit.result import AuditResult, ReplicaSummary
+from checkers.coordinator_log import merge
 from checkers.lineage import Lineage
 from checkers.protocol import Protocol
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
@@ -35,7 +36,8 @@ def execute(
     plan: AuditPlan, protocol: Protocol, on_partition: OnPartition | None = None
 ) -> LocalRun:
     metadata_logs = {t.log_dir: read_metadata(t) for t in plan.metadata_tasks()}
-    known = know(plan, metadata_logs)
+    decisions = merge([read_decisions(tasks) for tasks in plan.coordinator_tasks()])
+    known = know(plan, metadata_logs, decisions)
     replicas: list[ReplicaSummary] = []
     verdicts: list[PartitionVerdict] = []
     extras: dict[TopicPartition, Any] = {}
@@ -43,7 +45,7 @@ def execute(
         summaries, judged = read_replicas(tasks)
         replicas.extend(summaries)
         leader, compacted = known.leaders.get(tp), known.compacted.get(tp[0])
-        ages = (known.txn_timeout_ms, known.txn_reference_ms)
+        ages = (known.txn_timeout_ms, known.txn_reference_ms, known.decisions.get(tp))
         verdict = judge(judged, leader, protocol, compacted, *ages) if judged else None
         if verdict is not None:
             verdicts.append(verdict)

@@ -22,6 +22,7 @@ from checkers.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     QuorumState,
 )
+from checkers.coordinator_log import TXN_STATE_TOPIC
 from checkers.errors import UnreadableFile
 from checkers.gcpause import gc_paused
 from checkers.lineage import LogDir, list_log_dir
@@ -104,6 +105,11 @@ class AuditPlan:
 
     def judged_partitions(self) -> list[TopicPartition]:
         return sorted({t.tp for t in self.tasks if t.judged})
+
+    def coordinator_tasks(self) -> list[list[ReadTask]]:
+        """The transaction coordinators' own partitions, read before the others are judged
+        (`checkers.coordinator_log`)."""
+        return [tasks for tp, tasks in self.by_partition() if tp[0] == TXN_STATE_TOPIC]
 
     def metadata_tasks(self) -> list[ReadTask]:
         """The metadata logs to decode: those of log dirs that belong to a known broker."""

@@ -14,6 +14,7 @@ from checkers.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
+from checkers.coordinator_log import Decisions, decisions_of
 from checkers.lineage import Lineage, read_partition
 from checkers.metadata_log import MetadataLog, decode_metadata_log
 from checkers.storage import is_remote, relabel, staged_dir, unreadable
@@ -74,6 +75,13 @@ def read_replicas(
         if task.judged:
             judged.append(lineage)
     return summaries, judged
+
+
+def read_decisions(tasks: Iterable[ReadTask]) -> Decisions:
+    """What one `__transaction_state` partition's coordinator completed
+    (`checkers.coordinator_log`), from the replicas its tasks read."""
+    _, judged = read_replicas(tasks)
+    return decisions_of(judged)
 
 
 def read_metadata(task: ReadTask) -> MetadataLog:

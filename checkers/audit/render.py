@@ -66,7 +66,13 @@ def transaction_lines(v: PartitionVerdict) -> list[str]:
     ]
     lines += [
         f"TORN transaction: producer {x.producer_id} from offset {x.first_offset}, marker at "
-        f"{x.marker_offset}: " + ", ".join(f"{kind} on broker {b}" for b, kind in x.kinds)
+        f"{x.marker_offset}: "
+        + ", ".join(f"{kind} on broker {b}" for b, kind in x.kinds)
+        + (
+            ""
+            if x.coordinator is None
+            else f"; its coordinator completed {x.coordinator} ({x.transactional_id!r})"
+        )
         for x in t.torn
     ]
     lines += [

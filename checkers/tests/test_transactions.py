@@ -230,6 +230,8 @@ def test_commit_on_one_replica_and_abort_on_another_is_torn(tmp_path: Path) -> N
                 {"broker": 2, "kind": "ABORT"},
                 {"broker": 3, "kind": "COMMIT"},
             ],
+            "coordinator": None,
+            "transactional_id": None,
         }
     ]
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaException
 from kazoo.exceptions import NoNodeError
 
+from checkers.coordinator_log import TXN_STATE_TOPIC
 from checkers.simulate.transactions import ABORT, COMMIT, FAILED_TXN, TXN_TIMEOUT_S
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
@@ -35,7 +36,6 @@ from suites.scenario import RunContext
 from suites.steps import check_landed
 from suites.transactional import TransactionalProducer
 
-TXN_STATE = "__transaction_state"
 # How often the coordinator looks for transactions past their timeout (default 10 s).
 ABORT_SCAN_MS = 1000
 # What every explore cluster's brokers run with: the coordinator's log in one partition, so
@@ -146,12 +146,12 @@ def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
     leader. Before the first transaction its log does not exist: the first FindCoordinator
     creates it."""
     try:
-        state = partition_state(run.cluster, TXN_STATE, 0)
+        state = partition_state(run.cluster, TXN_STATE_TOPIC, 0)
     except (LogforkError, NoNodeError):  # KRaft: not in the metadata log; ZooKeeper: no znode
         return
     c = state.leader
     if c is None or c < 0:
-        raise Skip(f"the transaction coordinator's log {TXN_STATE}-0 has no leader")
+        raise Skip(f"the transaction coordinator's log {TXN_STATE_TOPIC}-0 has no leader")
     if not run.alive(c) or not run.registered(c):
         raise Skip(f"the transaction coordinator: {run.describe(c)}")
     for m in state.isr:
