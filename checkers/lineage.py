@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,8 +277,11 @@ class LogDirListing:
     offsets: Offsets
 
 
-def list_log_dir(path: Path | str, topic: str | None = None) -> LogDirListing:
-    """Everything of a broker log dir but its segments. Never raises."""
+def list_log_dir(
+    path: Path | str, topic: str | None = None, also: Collection[str] = ()
+) -> LogDirListing:
+    """Everything of a broker log dir but its segments (of `topic` and the topics `also`
+    named, when given). Never raises."""
     root = Path(path)
     log_dir = LogDir(str(root))
     listing = LogDirListing(log_dir, [], {})
@@ -336,7 +339,7 @@ def list_log_dir(path: Path | str, topic: str | None = None) -> LogDirListing:
         if not match:
             continue
         tp = (match.group("topic"), int(match.group("partition")))
-        if topic is not None and tp[0] != topic:
+        if topic is not None and tp[0] != topic and tp[0] not in also:
             continue
         child = prefix + name
         listing.partitions.append((child, tp))

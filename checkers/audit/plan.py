@@ -94,6 +94,9 @@ class AuditPlan:
     slots: list[ErrorSlot] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)  # inputs not read at all
     quorum_states: dict[int, QuorumState] = field(default_factory=dict)  # by log dir
+    # The transaction coordinators' partitions, read but not judged when the audit is of
+    # another topic: what they completed is what that topic's markers are compared with.
+    coordinator_only: list[ReadTask] = field(default_factory=list)
 
     def by_partition(self) -> Iterator[tuple[TopicPartition, list[ReadTask]]]:
         """Every task, grouped by partition in partition order; each group in log dir order."""
@@ -109,7 +112,11 @@ class AuditPlan:
     def coordinator_tasks(self) -> list[list[ReadTask]]:
         """The transaction coordinators' own partitions, read before the others are judged
         (`checkers.coordinator_log`)."""
-        return [tasks for tp, tasks in self.by_partition() if tp[0] == TXN_STATE_TOPIC]
+        groups: dict[TopicPartition, list[ReadTask]] = defaultdict(list)
+        for task in [*self.tasks, *self.coordinator_only]:
+            if task.topic == TXN_STATE_TOPIC and task.judged:
+                groups[task.tp].append(task)
+        return [groups[tp] for tp in sorted(groups)]
 
     def metadata_tasks(self) -> list[ReadTask]:
         """The metadata logs to decode: those of log dirs that belong to a known broker."""
@@ -207,7 +214,7 @@ def _plan(dirs: Sequence[Path | str], topic: str | None, compacted: Sequence[str
             continue
         # A remote log dir is listed from a local stand-in, then every path it gave is
         # named by the URI again.
-        marks = (len(plan.tasks), len(plan.slots), len(plan.unreadable))
+        marks = (len(plan.tasks), len(plan.slots), len(plan.unreadable), len(plan.coordinator_only))
         try:
             with staged_listing(str(path)) as local:
                 _plan_log_dir(plan, index, local, held)
@@ -216,6 +223,7 @@ def _plan(dirs: Sequence[Path | str], topic: str | None, compacted: Sequence[str
                     copies.update(relabel(copies, str(local), str(path)))
         except Exception as exc:  # noqa: BLE001 - any filesystem failure is bad input
             del plan.tasks[marks[0] :], plan.slots[marks[1] :], plan.unreadable[marks[2] :]
+            del plan.coordinator_only[marks[3] :]
             del plan.log_dirs[index:]
             plan.quorum_states.pop(index, None)
             error = unreadable(str(path), exc)
@@ -244,9 +252,10 @@ def _place_offline(log_dirs: list[LogDir]) -> None:
 
 
 def _relabel_since(
-    plan: AuditPlan, index: int, marks: tuple[int, int, int], old: str, new: str
+    plan: AuditPlan, index: int, marks: tuple[int, int, int, int], old: str, new: str
 ) -> None:
     plan.tasks[marks[0] :] = relabel(plan.tasks[marks[0] :], old, new)
+    plan.coordinator_only[marks[3] :] = relabel(plan.coordinator_only[marks[3] :], old, new)
     plan.slots[marks[1] :] = relabel(plan.slots[marks[1] :], old, new)
     plan.unreadable[marks[2] :] = relabel(plan.unreadable[marks[2] :], old, new)
     plan.log_dirs[index] = relabel(plan.log_dirs[index], old, new)
@@ -259,7 +268,7 @@ def _plan_log_dir(
 ) -> None:
     """One log dir's tasks and error slots, appended to `plan`."""
     topic = plan.topic
-    listing = list_log_dir(path, topic)
+    listing = list_log_dir(path, topic, also=(TXN_STATE_TOPIC,))
     log_dir = listing.log_dir
     plan.log_dirs.append(log_dir)
     if log_dir.quorum_state is not None:
@@ -297,6 +306,8 @@ def _plan_log_dir(
         )
     if judged:
         for tp in sorted(tasks):
+            if topic not in (None, tp[0]):
+                continue  # a coordinator's partition, only read (`coordinator_only`)
             plan.slots.append(LineageSlot(index, *tp))
             copies = held.setdefault(tp, {})
             if broker in copies:
@@ -310,4 +321,6 @@ def _plan_log_dir(
             copies[broker] = tasks[tp].path
         if any(t.metadata for t in tasks.values()):
             plan.slots.append(MetadataSlot(index))
-    plan.tasks.extend(sorted(tasks.values(), key=lambda t: t.child))
+    ordered = sorted(tasks.values(), key=lambda t: t.child)
+    plan.tasks.extend(t for t in ordered if topic in (None, t.topic))
+    plan.coordinator_only.extend(t for t in ordered if topic not in (None, t.topic))

@@ -123,10 +123,13 @@ def test_v1_markers_of_both_kinds_are_not_paired_with_one_decision(tmp_path: Pat
     assert not judge(replica(tmp_path, 1, log), decisions=decisions).found
 
 
-@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize(
+    "options", [["--engine", "local"], ["--engine", "spark"], ["--topic", T[0]]]
+)
 def test_the_audit_names_the_coordinators_kind(
-    tmp_path: Path, engine: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, options: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Also when the audit is of the topic alone: the coordinator's log is read, not judged."""
     dirs = []
     for b in (1, 2):  # both replicas ABORT where the coordinator completed a COMMIT
         log = [data(0, 2), marker(2, ABORT)]
@@ -134,7 +137,7 @@ def test_the_audit_names_the_coordinators_kind(
         craft.write_cleaned_replica(root, b, COORD, [states(*ended(COMMIT))])
         dirs.append(str(root))
     out = tmp_path / "audit.json"
-    code = logfork(["audit", *dirs, "--json", str(out), "--engine", engine])
+    code = logfork(["audit", *dirs, "--json", str(out), *options])
     text = capsys.readouterr().out
     assert code == 1, text
     partitions = {
@@ -143,5 +146,8 @@ def test_the_audit_names_the_coordinators_kind(
     (torn,) = partitions[T]["torn_transactions"]
     assert (torn["producer_id"], torn["first_offset"], torn["marker_offset"]) == (PID, 0, 2)
     assert (torn["coordinator"], torn["transactional_id"]) == ("COMMIT", TXN)
-    assert partitions[COORD]["torn_transactions"] == []
+    if "--topic" in options:
+        assert list(partitions) == [T]
+    else:
+        assert partitions[COORD]["torn_transactions"] == []
     assert "its coordinator completed COMMIT ('app-1')" in text, text

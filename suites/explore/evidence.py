@@ -1,14 +1,15 @@
 """A schedule's evidence, copied out of a cluster that other schedules share, into the
 schedule's own run directory: its topic's partition dirs, the checkpoint files and
-meta.properties beside them, the KRaft metadata log, each node's config, and what each
-node logged while the schedule ran. Its audit and report then speak of that schedule
-only; the cluster's own dirs are left as they are."""
+meta.properties beside them, the KRaft metadata log, the transaction coordinators' log,
+each node's config, and what each node logged while the schedule ran. Its audit and
+report then speak of that schedule only; the cluster's own dirs are left as they are."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+from checkers.coordinator_log import TXN_STATE_TOPIC
 from checkers.metadata_log import METADATA_TOPICS
 from fixtures.cluster import Cluster
 from fixtures.config import log_dir_name
@@ -21,7 +22,8 @@ def _wanted(entry: Path, topic: str) -> bool:
     if entry.is_file():
         return True  # meta.properties, the offset checkpoints, bootstrap.checkpoint
     name, _, part = entry.name.rpartition("-")
-    return part.isdigit() and (name == topic or name in METADATA_TOPICS)
+    # The coordinators' log: the audit compares the topic's markers with what they completed.
+    return part.isdigit() and (name in (topic, TXN_STATE_TOPIC) or name in METADATA_TOPICS)
 
 
 def copy_evidence(cluster: Cluster, topic: str, run: RunDir, marks: dict[str, int]) -> None:
