@@ -25,6 +25,11 @@ class Skip(Exception):
         self.observed = observed
 
 
+class Unserved(Skip):
+    """A step skipped for a reason the model does not follow: the transaction coordinator
+    could not serve it. A run tells the model which steps (SimOptions.unserved)."""
+
+
 class Rejected(Exception):
     """A step that ran but that the cluster refused (an acks=all write below
     min.insync.replicas): nothing was written."""

@@ -57,6 +57,10 @@ class SimOptions:
     # survives there is decided by the broker's own fsyncs, which the model does not follow,
     # so a run on real brokers tells it where the schedule's partition ended up.
     kept_after_power_loss: tuple[tuple[int, int], ...] = ()
+    # Steps (by index) a run on real brokers skipped because the transaction coordinator
+    # could not serve them (runrecord.schedule_roles.Unserved): the model does not follow
+    # the coordinator, so the run tells it, and it skips them too.
+    unserved: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

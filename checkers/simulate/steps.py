@@ -120,6 +120,8 @@ class Simulator(Reassignments):
         start = len(self.events)
         handler = getattr(self, "_do_" + type(step).__name__.lower())
         try:
+            if self._step in self.options.unserved:
+                raise Skip("the transaction coordinator could not serve it (as the run saw)")
             record.targets = handler(step) or {}
         except Skip as skip:
             record.status, record.note = "skipped", skip.observed

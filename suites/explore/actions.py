@@ -29,7 +29,7 @@ from runrecord import schedule_steps as kinds
 from runrecord.events import EventKind
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import QUORUM, Role, Schedule, Step
-from runrecord.schedule_roles import Rejected, Skip, View
+from runrecord.schedule_roles import Rejected, Skip, Unserved, View
 from suites.broker_logs import log_mark, shutdown_backoffs
 from suites.explore import dir_steps, elect_steps, reassign_steps, txn_steps
 from suites.explore.alter_partition import Holds
@@ -190,6 +190,7 @@ class Live:
             result.targets, result.waits = targets, waits
         except Skip as skip:
             result.status, result.observed = SKIPPED, skip.observed
+            result.unserved = isinstance(skip, Unserved)
         except Rejected as rejected:
             result.status, result.observed = REJECTED, str(rejected)
         if self.sim is not None and result.status != SKIPPED:

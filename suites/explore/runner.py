@@ -110,22 +110,31 @@ def compare(
     watermark checkpoint its steps outran. The model agrees then, saying on which
     condition. What a power loss under a filesystem model kept is the brokers' fsyncs' to
     decide: the run tells the model (`power_cuts`), which predicts again with it, or says
-    it cannot predict when a file it does not follow was rolled back."""
+    it cannot predict when a file it does not follow was rolled back. Steps the transaction
+    coordinator could not serve (`StepResult.unserved`) are told alike."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
     told = tuple(
         (c.step, c.ends[SCHEDULE_PARTITION][1])
         for c in power_cuts
         if c.model != CUT and SCHEDULE_PARTITION in c.ends
     )
-    said = ""
-    if told and schedule is not None:
-        options = SimOptions(controller_after=controller_after, kept_after_power_loss=told)
-        prediction = simulate(schedule, prediction.protocol, options=options)
-        said = (
-            "given where the power losses left the partition ("
-            + ", ".join(f"step {i}: log end {end}" for i, end in told)
-            + ")"
+    unserved = frozenset(r.index for r in real if r.unserved)
+    said = []
+    if (told or unserved) and schedule is not None:
+        options = SimOptions(
+            controller_after=controller_after, kept_after_power_loss=told, unserved=unserved
         )
+        prediction = simulate(schedule, prediction.protocol, options=options)
+        model = prediction.steps
+        if told:
+            said.append(
+                "given where the power losses left the partition ("
+                + ", ".join(f"step {i}: log end {end}" for i, end in told)
+                + ")"
+            )
+        if unserved:
+            steps = ", ".join(str(i) for i in sorted(unserved))
+            said.append(f"given the steps the transaction coordinator could not serve ({steps})")
     predicted = prediction.failure()
     differ = [
         r.index
@@ -133,14 +142,16 @@ def compare(
         if (r.status == "skipped") != (m.status == "skipped")
     ]
     comparison = Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
-    comparison.told = said
+    comparison.told = "; ".join(said)
     comparison.unpredictable = "; ".join(
         f"the power loss at step {c.step} rolled back {', '.join(c.unmodelled)}"
         for c in power_cuts
         if c.unmodelled
     )
     if not comparison.agree and schedule is not None and not comparison.unpredictable:
-        condition = _agreeing_condition(schedule, prediction.protocol, actual, controller_after)
+        condition = _agreeing_condition(
+            schedule, prediction.protocol, actual, controller_after, unserved
+        )
         if condition is not None:
             comparison.agree, comparison.agreed_if = True, condition
     return comparison
@@ -151,9 +162,10 @@ def _agreeing_condition(
     protocol: Protocol,
     actual: str | None,
     controller_after: tuple[tuple[int, int], ...],
+    unserved: frozenset[int] = frozenset(),
 ) -> str | None:
     """The condition on which the model reaches the brokers' outcome, in words, or None."""
-    base = SimOptions(controller_after=controller_after)
+    base = SimOptions(controller_after=controller_after, unserved=unserved)
     elected = ", ".join(f"broker {b} after step {i}" for i, b in controller_after)
     given = f"given the controller elections the brokers held ({elected})" if elected else ""
     if controller_after:

@@ -30,7 +30,7 @@ from observe.state import partition_state
 from runrecord import schedule_steps as kinds
 from runrecord.history import ABORTED, COMMITTED
 from runrecord.schedule import Schedule
-from runrecord.schedule_roles import Skip
+from runrecord.schedule_roles import Skip, Unserved
 from suites.clients.api import TxnFailed
 from suites.scenario import RunContext
 from suites.steps import check_landed
@@ -151,17 +151,17 @@ def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
         return
     c = state.leader
     if c is None or c < 0:
-        raise Skip(f"the transaction coordinator's log {TXN_STATE_TOPIC}-0 has no leader")
+        raise Unserved(f"the transaction coordinator's log {TXN_STATE_TOPIC}-0 has no leader")
     if not run.alive(c) or not run.registered(c):
-        raise Skip(f"the transaction coordinator: {run.describe(c)}")
+        raise Unserved(f"the transaction coordinator: {run.describe(c)}")
     for m in state.isr:
         if m != c and not (run.alive(m) and run.linked(m, c)):
-            raise Skip(
+            raise Unserved(
                 f"the transaction coordinator, broker {c}, cannot log a change: broker {m} of "
                 f"its log's ISR {list(state.isr)} is paused or cut off from it"
             )
     if markers and c != leader and not run.linked(c, leader):
-        raise Skip(f"the transaction coordinator, broker {c}, is cut off from leader {leader}")
+        raise Unserved(f"the transaction coordinator, broker {c}, is cut off from leader {leader}")
 
 
 def _markers_pending(run: Runner) -> StableOffsets | None:

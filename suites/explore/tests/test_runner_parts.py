@@ -77,14 +77,31 @@ def test_a_disagreement_a_checkpoint_variant_explains_agrees_on_its_condition() 
     assert not compare(prediction, held, [], [], schedule).agree
 
 
+def test_a_step_the_coordinator_could_not_serve_is_skipped_by_the_model_too() -> None:
+    schedule = load_schedule(EXAMPLE.with_name("kraft-dropped-marker.json"))
+    prediction = simulate(schedule, "4.4.0")
+    assert prediction.failure() == "hanging-transaction"
+    held = Judgement(None, "held", partitions={0: None, 1: None})
+    real = _real(["done"] * len(schedule.steps))
+    assert not compare(prediction, held, prediction.steps, real, schedule).agree
+    # The run skipped the write (its coordinator could not log it), then the commit.
+    real[0] = StepResult(0, "step 0", "txn-write", "skipped", unserved=True)
+    real[2] = StepResult(2, "step 2", "txn-commit", "skipped")
+    c = compare(prediction, held, prediction.steps, real, schedule)
+    assert (c.predicted, c.agree, c.steps_differ) == (None, True, [])
+    assert c.told == "given the steps the transaction coordinator could not serve (0)"
+
+
 def test_evidence_takes_the_topic_and_what_lies_beside_it(tmp_path: Path) -> None:
-    for name in ("s-1-0", "s-1-1", "s-10-0", "other-0", "__cluster_metadata-0", "s-1-0.abc-delete"):
+    names = ("s-1-0", "s-1-1", "s-10-0", "other-0", "__cluster_metadata-0", "s-1-0.abc-delete")
+    for name in (*names, "__transaction_state-0"):
         (tmp_path / name).mkdir()
     for name in ("meta.properties", "replication-offset-checkpoint"):
         (tmp_path / name).write_text("")
     taken = sorted(p.name for p in tmp_path.iterdir() if _wanted(p, "s-1"))
     assert taken == [
         "__cluster_metadata-0",
+        "__transaction_state-0",
         "meta.properties",
         "replication-offset-checkpoint",
         "s-1-0",
