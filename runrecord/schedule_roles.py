@@ -45,6 +45,7 @@ class View:
     leader: int | None  # as the controller has it; None: offline
     isr: Sequence[int]
     controller: int | None = None  # ZooKeeper mode: the controller broker, if any
+    coordinator: int | None = None  # the transaction coordinator, where it is known
 
     @classmethod
     def of_state(
@@ -55,11 +56,12 @@ class View:
         brokers: Sequence[int],
         assignment: Sequence[int],
         controller: int | None = None,
+        coordinator: int | None = None,
     ) -> View:
         """The view from an observed partition state (observe.state.PartitionState, or a
         recorded runrecord.states.StateRecord): its leader (-1: none) and ISR."""
         leader = None if state.leader is None or state.leader < 0 else state.leader
-        return cls(mode, brokers, assignment, leader, tuple(state.isr), controller)
+        return cls(mode, brokers, assignment, leader, tuple(state.isr), controller, coordinator)
 
 
 def candidates(target: Endpoint, view: View) -> list[Any]:
@@ -79,6 +81,8 @@ def candidates(target: Endpoint, view: View) -> list[Any]:
         if view.mode == "kraft":
             return [QUORUM]
         return [view.controller] if view.controller is not None else []
+    if role is Role.COORDINATOR:
+        return [view.coordinator] if view.coordinator is not None else []
     return sorted(view.brokers)
 
 

@@ -33,6 +33,9 @@ class Role(StrEnum):
     OUT_OF_SYNC = "out-of-sync-replica"  # a replica outside the ISR
     CONTROLLER = "controller"  # ZooKeeper mode: the controller broker; KRaft: the quorum
     ANY_BROKER = "any-broker"  # any broker of the cluster, replica or not
+    # The transaction coordinator: the leader of its log's partition (__transaction_state-0)
+    # when the step runs. The model does not follow that log: a run tells it.
+    COORDINATOR = "coordinator"
 
 
 # The other end of a cut that is not a broker: ZooKeeper in ZooKeeper mode, the controller
@@ -447,6 +450,7 @@ _ROLE_NAMES = {
     Role.OUT_OF_SYNC: "an out-of-sync replica",
     Role.CONTROLLER: "the controller",
     Role.ANY_BROKER: "any broker",
+    Role.COORDINATOR: "the transaction coordinator",
 }
 
 
@@ -458,6 +462,10 @@ def _name(target: Endpoint | None) -> str:
     if target == QUORUM:
         return "the quorum"
     return _ROLE_NAMES[Role(target)]
+
+
+def names_coordinator(step: Step) -> bool:
+    return any(target == Role.COORDINATOR for _, target in step_targets(step))
 
 
 def step_targets(step: Step) -> list[tuple[str, Endpoint]]:

@@ -121,6 +121,22 @@ def test_replay_of_a_dropped_transaction_marker(kafka_target, logfork_runs, caps
 
 
 @pytest.mark.cluster
+def test_replay_of_the_coordinator_as_a_target(kafka_target, logfork_runs, capsys):
+    """Kill and pause steps naming the transaction coordinator: each takes the leader of its
+    log when its turn comes, a transactional step it cannot serve is skipped, and the run
+    tells the model both, which then agrees."""
+    out, run_dir = _replay_agreeing(kafka_target, logfork_runs, capsys, "kraft-coordinator")
+    details = json.loads((run_dir / "verdict.json").read_text())["details"]
+    steps = details["steps"]
+    assert [s["status"] for s in steps] == [*["done"] * 6, "skipped", "done"], out
+    assert steps[6]["unserved"] and "coordinator" in steps[6]["observed"], steps[6]
+    found = details["comparison"]["told"]
+    killed, paused = steps[1]["targets"]["broker"], steps[5]["targets"]["broker"]
+    assert f"broker {killed} at step 1, broker {paused} at step 5" in found, found
+    assert "could not serve (6)" in found, found
+
+
+@pytest.mark.cluster
 def test_replay_of_a_held_alter_partition(kafka_target, logfork_runs, capsys):
     """The leader's AlterPartition held while its follower falls behind: the shrink does not
     reach the controller, so an acks=all write times out; the heal delivers it late, the

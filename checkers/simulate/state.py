@@ -61,6 +61,10 @@ class SimOptions:
     # could not serve them (runrecord.schedule_roles.Unserved): the model does not follow
     # the coordinator, so the run tells it, and it skips them too.
     unserved: frozenset[int] = frozenset()
+    # (step, broker) for each step naming the transaction coordinator: the broker a run on
+    # real brokers found leading its log. Where none was told, the model takes the lowest
+    # running broker with a session (its guess, for drawing and ranking schedules).
+    coordinator_at: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -309,6 +313,16 @@ class SimState:
     def _describe_broker(self, b: int) -> str:
         node = self.nodes[b]
         return f"broker {b} is {node.status}" + ("" if node.registered else " without a session")
+
+    def coordinator(self) -> int | None:
+        """The transaction coordinator as a run told it for this step (SimOptions), else the
+        model's guess."""
+        told = dict(self.options.coordinator_at).get(self._step)
+        if told is not None:
+            return told
+        return next(
+            (b for b in self.cluster.broker_ids if self.alive(b) and self.registered(b)), None
+        )
 
     def _controller_broker(self) -> int | None:
         """ZooKeeper mode: the broker acting as controller. It keeps the role until its

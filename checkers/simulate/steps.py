@@ -93,7 +93,9 @@ class Simulator(Reassignments):
             ctl.leader,
             ctl.isr,
             controller,
+            self.coordinator(),
         )
+
 
     def _candidates(self, target: Endpoint) -> list[Any]:
         return candidates(target, self.view())

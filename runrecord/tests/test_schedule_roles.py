@@ -7,6 +7,7 @@ import pytest
 
 from checkers.protocol import RecoveryState
 from checkers.simulate import Simulator
+from checkers.simulate.state import SimOptions
 from runrecord.schedule import QUORUM, Cluster, Role
 from runrecord.schedule_roles import Skip, View, candidates, pick
 from runrecord.states import StateRecord
@@ -63,5 +64,18 @@ def test_pick_takes_the_lowest_eligible_and_says_why_none_fit() -> None:
 
 def test_the_simulator_resolves_through_the_same_rule() -> None:
     sim = Simulator(Cluster(replication_factor=2, replicas=(2, 1), controller=3), "1.1.1")
-    assert sim.view() == View("zk", [1, 2, 3], [2, 1], 2, [2, 1], 3)
+    # The coordinator, told nothing: the model's guess, the lowest running broker.
+    assert sim.view() == View("zk", [1, 2, 3], [2, 1], 2, [2, 1], 3, 1)
     assert sim._candidates(Role.FOLLOWER_IN_ISR) == candidates(Role.FOLLOWER_IN_ISR, sim.view())
+
+
+def test_the_coordinator_is_the_broker_a_run_found() -> None:
+    view = View("kraft", [1, 2, 3], [2, 1], 2, [2, 1], coordinator=3)
+    assert candidates(Role.COORDINATOR, view) == [3]
+    assert candidates(Role.COORDINATOR, View("kraft", [1, 2, 3], [2, 1], 2, [2, 1])) == []
+    cluster = Cluster(mode="kraft", replication_factor=2, replicas=(2, 1))
+    told = Simulator(cluster, "4.3.1", options=SimOptions(coordinator_at=((0, 3),)))
+    told._step = 0
+    assert told.view().coordinator == 3
+    told._step = 1  # not told for this step: the guess
+    assert told.view().coordinator == 1

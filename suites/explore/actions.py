@@ -96,6 +96,9 @@ class Live:
         self.results: list[StepResult] = []
         self.exited: dict[int, str] = {}  # brokers that did not come back after the heal
         self.controllers: list[tuple[int, int]] = []  # (step, broker): the controller moved
+        # (step, broker): the transaction coordinator a step naming it found
+        self.coordinators: list[tuple[int, int]] = []
+        self._coordinator: int | None = None  # the coordinator for the step running
         self.voter_cuts: dict[str, network.Cut] = {}  # KRaft voters cut off from the others
         self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
         self.txn = txn_steps.Transactional(topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT)
@@ -139,6 +142,7 @@ class Live:
             brokers=sorted(self.cluster.brokers),
             assignment=self.assignment,
             controller=self.controller(),
+            coordinator=self._coordinator,
         )
 
     def node(self, broker: int) -> Node:
@@ -184,6 +188,7 @@ class Live:
         take effect raise NotReached, as in every scenario."""
         result = StepResult(index, step.describe(), step.KIND, DONE)
         started = time.monotonic()
+        self._see_coordinator(index, step)
         handler = getattr(self, "_do_" + type(step).__name__.lower())
         try:
             targets, waits = handler(step)
@@ -212,6 +217,20 @@ class Live:
             unsettled=result.unsettled,
         )
         return result
+
+    def _see_coordinator(self, index: int, step: Step) -> None:
+        """For a step naming the transaction coordinator: find it, note it, and tell the
+        simulator (SimOptions.coordinator_at), which does not follow the coordinator's log."""
+        self._coordinator = None
+        if not kinds.names_coordinator(step):
+            return
+        self._coordinator = txn_steps.coordinator(self.cluster)
+        if self._coordinator is None:
+            return
+        self.coordinators.append((index, self._coordinator))
+        if self.sim is not None:
+            told = tuple(self.coordinators)
+            self.sim.options = dataclasses.replace(self.sim.options, coordinator_at=told)
 
     def _follow_controller(self, index: int) -> None:
         """Note which broker the controller election of this step (if any) went to, and

@@ -60,6 +60,7 @@ class ExploreOptions:
     unclean: bool = False
     jbod: bool = False  # two log dirs per broker, and moves between them
     reassign: bool = False  # reassignments (KRaft), on four brokers
+    coordinator: bool = False  # kills, pauses and cuts of the transaction coordinator (KRaft)
     power_models: tuple[str, ...] = (CUT,)  # drawn per power-loss step (runrecord.power)
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
@@ -488,6 +489,7 @@ def draw_options(
         controllers=3 if mode == "kraft" else 1,
         jbod=options.jbod,
         reassign=options.reassign,
+        coordinator=options.coordinator,
         # A broker beside three replicas, for a reassignment to add.
         brokers=4 if options.reassign else 3,
     )

@@ -69,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "reordered, some throttled; KIP-455) on four brokers (KRaft only)",
     )
     parser.add_argument(
+        "--coordinator",
+        action="store_true",
+        help="let kill, pause and cut steps name the transaction coordinator (the leader of "
+        "its log when the step runs) besides the partition's brokers (KRaft only)",
+    )
+    parser.add_argument(
         "--power-models",
         default=CUT,
         metavar="M,...",
@@ -165,6 +171,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         unclean=args.unclean,
         jbod=args.jbod,
         reassign=args.reassign,
+        coordinator=args.coordinator,
         power_models=models,
         guided=not args.no_guidance,
         pool=args.pool,
@@ -194,6 +201,10 @@ def main(args: argparse.Namespace) -> int:
         raise SetupError(
             "--reassign: reassignment steps need KRaft (the ZooKeeper-mode controller's epoch "
             "bumps are not modelled)"
+        )
+    if options.coordinator and mode != "kraft":
+        raise SetupError(
+            "--coordinator: transactional steps, and so the coordinator, are drawn in KRaft only"
         )
     stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
     out = Path(args.out or f"runs/explore-{release}-{mode}-seed{options.seed}-{stamp}").resolve()

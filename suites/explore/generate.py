@@ -122,6 +122,9 @@ class DrawOptions:
     controllers: int = 1  # KRaft: voters of the quorum (quorum steps are drawn with 3)
     jbod: bool = False  # two log dirs per broker, and move-dir steps
     reassign: bool = False  # reassign steps (KRaft), on a broker more than the replicas
+    # KRaft: kill, pause and cut steps may name the transaction coordinator. Off, nothing is
+    # drawn for it, so that a seed gives the schedules it always did.
+    coordinator: bool = False
 
 
 def explore_shape(options: DrawOptions, lag_ms: int = 600000) -> DrawOptions:
@@ -364,6 +367,11 @@ def _pin(step: Step, targets: dict[str, Any]) -> Step:
     return step
 
 
+def at_coordinator(options: DrawOptions) -> bool:
+    """Whether steps may name the transaction coordinator: transactions are drawn in KRaft."""
+    return options.coordinator and options.mode == "kraft"
+
+
 def kind_weights(options: DrawOptions) -> dict[str, float]:
     return {
         k: w
@@ -392,12 +400,28 @@ def _with_power_model(rng: random.Random, step: Step, models: tuple[str, ...]) -
     return PowerLoss(step.target, None, model, rng.randrange(1 << 16))
 
 
+# Of the kill, pause and cut steps drawn with DrawOptions.coordinator, those that name the
+# transaction coordinator instead of their drawn target.
+AT_COORDINATOR = 0.3
+
+
+def _at_coordinator(rng: random.Random, step: Step) -> Step:
+    """The step aimed at the transaction coordinator, at times, if it is a kill, a pause or
+    (its first end) a cut."""
+    if not isinstance(step, Kill | Pause | Cut) or rng.random() >= AT_COORDINATOR:
+        return step
+    if isinstance(step, Cut):
+        return replace(step, a=Role.COORDINATOR)
+    return replace(step, target=Role.COORDINATOR)
+
+
 def next_steps(
     rng: random.Random,
     cluster: Cluster,
     sim: Simulator | None,
     weights: dict[str, float],
     power_models: tuple[str, ...] = (CUT,),
+    coordinator: bool = False,
 ) -> tuple[list[Step], Simulator | None]:
     """Draw the next step (or move). With a simulator, only what it says would run now; a
     kind that does not after ATTEMPTS draws is set aside for this position. Returns the
@@ -409,7 +433,8 @@ def next_steps(
             if kind in MOVE_WEIGHTS:
                 drawn = _draw_move(rng, cluster, kind)
             else:
-                drawn = [_with_power_model(rng, DRAW[kind](rng, cluster), power_models)]
+                step = _with_power_model(rng, DRAW[kind](rng, cluster), power_models)
+                drawn = [_at_coordinator(rng, step) if coordinator else step]
             if sim is None:
                 return drawn, None
             trial, kept = sim.copy(), []
@@ -435,7 +460,9 @@ def draw(seed: int, index: int, options: DrawOptions | None = None) -> Schedule:
     sim = Simulator(cluster, options.protocol) if options.aware else None
     steps: list[Step] = []
     while len(steps) < length:
-        chosen, sim = next_steps(rng, cluster, sim, weights, options.power_models)
+        chosen, sim = next_steps(
+            rng, cluster, sim, weights, options.power_models, at_coordinator(options)
+        )
         if not chosen or len(steps) + len(chosen) > options.max_steps:
             break  # nothing can run now, or a move would not fit: the schedule ends here
         steps.extend(chosen)

@@ -14,6 +14,7 @@ renders it.
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import secrets
 import time
@@ -102,6 +103,7 @@ def compare(
     schedule: Schedule | None = None,
     controller_after: tuple[tuple[int, int], ...] = (),
     power_cuts: tuple[PowerCut, ...] = (),
+    coordinator_at: tuple[tuple[int, int], ...] = (),
 ) -> Comparison:
     """The model's failure kind for the schedule's partition beside the brokers'. With the
     schedule, a disagreement is looked up among the outcomes the model allows where the run
@@ -111,7 +113,8 @@ def compare(
     condition. What a power loss under a filesystem model kept is the brokers' fsyncs' to
     decide: the run tells the model (`power_cuts`), which predicts again with it, or says
     it cannot predict when a file it does not follow was rolled back. Steps the transaction
-    coordinator could not serve (`StepResult.unserved`) are told alike."""
+    coordinator could not serve (`StepResult.unserved`), and the coordinator a step naming
+    it found (`coordinator_at`), are told alike."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
     told = tuple(
         (c.step, c.ends[SCHEDULE_PARTITION][1])
@@ -120,9 +123,12 @@ def compare(
     )
     unserved = frozenset(r.index for r in real if r.unserved)
     said = []
-    if (told or unserved) and schedule is not None:
+    if (told or unserved or coordinator_at) and schedule is not None:
         options = SimOptions(
-            controller_after=controller_after, kept_after_power_loss=told, unserved=unserved
+            controller_after=controller_after,
+            kept_after_power_loss=told,
+            unserved=unserved,
+            coordinator_at=coordinator_at,
         )
         prediction = simulate(schedule, prediction.protocol, options=options)
         model = prediction.steps
@@ -135,6 +141,9 @@ def compare(
         if unserved:
             steps = ", ".join(str(i) for i in sorted(unserved))
             said.append(f"given the steps the transaction coordinator could not serve ({steps})")
+        if coordinator_at:
+            found = ", ".join(f"broker {b} at step {i}" for i, b in coordinator_at)
+            said.append(f"given the transaction coordinator the run found ({found})")
     predicted = prediction.failure()
     differ = [
         r.index
@@ -150,7 +159,11 @@ def compare(
     )
     if not comparison.agree and schedule is not None and not comparison.unpredictable:
         condition = _agreeing_condition(
-            schedule, prediction.protocol, actual, controller_after, unserved
+            schedule,
+            prediction.protocol,
+            actual,
+            controller_after,
+            SimOptions(unserved=unserved, coordinator_at=coordinator_at),
         )
         if condition is not None:
             comparison.agree, comparison.agreed_if = True, condition
@@ -162,10 +175,12 @@ def _agreeing_condition(
     protocol: Protocol,
     actual: str | None,
     controller_after: tuple[tuple[int, int], ...],
-    unserved: frozenset[int] = frozenset(),
+    told: SimOptions | None = None,
 ) -> str | None:
-    """The condition on which the model reaches the brokers' outcome, in words, or None."""
-    base = SimOptions(controller_after=controller_after, unserved=unserved)
+    """The condition on which the model reaches the brokers' outcome, in words, or None;
+    `told`: what else the run told the model (steps the coordinator could not serve, the
+    coordinator it found)."""
+    base = dataclasses.replace(told or SimOptions(), controller_after=controller_after)
     elected = ", ".join(f"broker {b} after step {i}" for i, b in controller_after)
     given = f"given the controller elections the brokers held ({elected})" if elected else ""
     if controller_after:
@@ -448,6 +463,7 @@ def _body(
         schedule,
         tuple(live.controllers),
         tuple(live.power_cuts),
+        tuple(live.coordinators),
     )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict

@@ -26,7 +26,7 @@ from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.stable import StableOffsets, stable_offsets
-from observe.state import partition_state
+from observe.state import PartitionState, partition_state
 from runrecord import schedule_steps as kinds
 from runrecord.history import ABORTED, COMMITTED
 from runrecord.schedule import Schedule
@@ -138,6 +138,21 @@ def prepare(run: Runner, txn: Transactional) -> None:
         raise NotReached("the transactional producer initialised", skip.observed) from None
 
 
+def coordinator_state(cluster: Cluster) -> PartitionState | None:
+    """The state of the coordinator's log's one partition; None before the first
+    transaction (the first FindCoordinator creates the log)."""
+    try:
+        return partition_state(cluster, TXN_STATE_TOPIC, 0)
+    except (LogforkError, NoNodeError):  # KRaft: not in the metadata log; ZooKeeper: no znode
+        return None
+
+
+def coordinator(cluster: Cluster) -> int | None:
+    """The transaction coordinator: its log's leader, if it has one."""
+    state = coordinator_state(cluster)
+    return None if state is None or state.leader is None or state.leader < 0 else state.leader
+
+
 def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
     """Skip unless the coordinator (the leader of the one partition of its log) can answer:
     it runs, and every member of its log's ISR is up and linked to it (it logs each state
@@ -145,9 +160,8 @@ def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
     replica.lag.time.max.ms meanwhile). With `markers`, it must also reach the partition's
     leader. Before the first transaction its log does not exist: the first FindCoordinator
     creates it."""
-    try:
-        state = partition_state(run.cluster, TXN_STATE_TOPIC, 0)
-    except (LogforkError, NoNodeError):  # KRaft: not in the metadata log; ZooKeeper: no znode
+    state = coordinator_state(run.cluster)
+    if state is None:
         return
     c = state.leader
     if c is None or c < 0:

@@ -28,6 +28,7 @@ from runrecord.schedule import (
     dumps,
     validate,
 )
+from runrecord.schedule_steps import names_coordinator
 from suites.explore.generate import (
     STEP_WEIGHTS,
     TXN_KINDS,
@@ -113,6 +114,18 @@ def test_moves_between_log_dirs_are_drawn_with_jbod_only() -> None:
     jbod = draw_many(3, 60, replace(options, jbod=True))
     assert all(s.cluster.log_dirs == 2 for s in jbod)
     assert "move-dir" in {step.KIND for s in jbod for step in s.steps}
+
+
+def test_the_coordinator_is_named_with_coordinator_in_kraft_only() -> None:
+    options = DrawOptions(mode="kraft", protocol=Protocol.DIVERGING_EPOCH)
+    plain = draw_many(7, 40, options)
+    named = [step for s in draw_many(7, 40, replace(options, coordinator=True)) for step in s.steps]
+    at = [step.KIND for step in named if names_coordinator(step)]
+    assert {"kill", "pause", "cut"} & set(at) and set(at) <= {"kill", "pause", "cut"}
+    assert not any(names_coordinator(step) for s in plain for step in s.steps)
+    zk = replace(options, mode="zk", protocol=Protocol.KIP_279, coordinator=True)
+    # Off, or in ZooKeeper mode, nothing is drawn for it: a seed gives what it always did.
+    assert draw_many(7, 20, zk) == draw_many(7, 20, replace(zk, coordinator=False))
 
 
 def test_reassignments_are_drawn_with_reassign_in_kraft_only() -> None:
