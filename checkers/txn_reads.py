@@ -27,7 +27,7 @@ from itertools import pairwise
 from typing import Any
 
 from runrecord.history import ABORTED, COMMITTED
-from runrecord.outcome import ABORTED_READ, TORN_TRANSACTION
+from runrecord.outcome import ABORTED_READ, OUT_OF_ORDER, PAST_STABLE, TORN_TRANSACTION
 
 TopicPartition = tuple[str, int]
 
@@ -62,7 +62,6 @@ class Anomaly:
 
 LOST_WRITE = "lost-write"
 TORN = TORN_TRANSACTION
-PAST_STABLE, OUT_OF_ORDER = "read-past-stable-offset", "out-of-order"
 KINDS = (ABORTED_READ, LOST_WRITE, TORN, PAST_STABLE, OUT_OF_ORDER)
 
 

@@ -41,6 +41,10 @@ HANGING = "hanging-transaction"
 # committed, or a record of one that aborted (KAFKA-17754).
 TORN_TRANSACTION = "torn-transaction"
 ABORTED_READ = "aborted-read"
+# A read_committed consumer handed a record at or past the last stable offset, or one
+# partition's records out of offset order (checkers.txn_reads).
+PAST_STABLE = "read-past-stable-offset"
+OUT_OF_ORDER = "out-of-order"
 # One idempotent write appended twice to a replica (checkers.transactions).
 DUPLICATE_SEQUENCE = "duplicate-sequence"
 # A broker re-created a replica of its offline log dir in another of its log dirs, which
@@ -59,8 +63,8 @@ EPOCH_CACHE_LOST = "epoch-cache-lost"
 LEFT_BEHIND = "replica-left-behind"
 SYMPTOM_KINDS = (
     CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING,
-    TORN_TRANSACTION, ABORTED_READ, DUPLICATE_SEQUENCE, RECREATED, FETCH_LOOP,
-    EPOCH_CACHE_LOST, LEFT_BEHIND,
+    TORN_TRANSACTION, ABORTED_READ, PAST_STABLE, OUT_OF_ORDER, DUPLICATE_SEQUENCE, RECREATED,
+    FETCH_LOOP, EPOCH_CACHE_LOST, LEFT_BEHIND,
 )  # fmt: skip
 
 

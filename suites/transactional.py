@@ -99,6 +99,13 @@ class TransactionalProducer:
         return outcome
 
     def close(self) -> None:
+        """Close the client. A transaction still open is one nobody can commit any more: its
+        coordinator aborts it once its timeout has passed, so its writes enter the history as
+        aborted (those never flushed with no offset)."""
+        for send in self._open:
+            send.transaction = ABORTED
+            self.history.add(send)
+        self._open, self._unflushed = [], []
         self.client.close()
 
     def __enter__(self) -> TransactionalProducer:

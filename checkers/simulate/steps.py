@@ -96,7 +96,6 @@ class Simulator(Reassignments):
             self.coordinator(),
         )
 
-
     def _candidates(self, target: Endpoint) -> list[Any]:
         return candidates(target, self.view())
 

@@ -28,9 +28,14 @@ Per partition, in this order:
    coordinator's abort scan), none is open on a replica's disk and the last stable offset
    clients are given reaches the high watermark (KAFKA-20716: an unclean election that drops
    a marker). The two readings must agree; where they do not, the partition is not judged.
-   And no transaction is torn across replicas (COMMIT on one, ABORT on another), no
-   idempotent write appended twice (checkers.transactions).
-5. No acknowledged acks=all write is lost, unless a rule allows it:
+   And no transaction is torn, across replicas (COMMIT on one, ABORT on another) or
+   against what its coordinator completed in __transaction_state, no idempotent write
+   appended twice (checkers.transactions).
+5. A read_committed consumer, once transactions ended, reads no aborted record, every
+   committed transaction whole, nothing past the last stable offset and in offset order
+   (checkers.txn_reads) -- unless the loss rules below allow losing data, which may take a
+   marker with it. A committed write never read is 6's, as an acknowledged write.
+6. No acknowledged acks=all write is lost, unless a rule allows it:
    - an unclean election, where the topic enables them, may lose acknowledged writes;
    - power loss (KIP-966): in ZooKeeper mode and in KRaft before 4.1 no broker handles an
      unclean shutdown, so a replica that lost its unflushed tail rejoins the ISR and may
@@ -124,6 +129,9 @@ class Observed:
     # A leader epoch cache that lost an epoch: one a log-dir swap dropped (seen at the
     # move-dir step), or the leader's lacking the epoch it leads in (after the heal).
     epoch_cache_lost: str | None = None
+    # What a read_committed consumer read of the schedule's partition that it must not
+    # have (checkers.txn_reads): (kind, offset, detail).
+    read_anomalies: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 def unclean_elections(states: Sequence[StateSeen]) -> int:
@@ -269,8 +277,8 @@ def judge_partition(
     if seen.torn:
         return (
             TORN,
-            f"a transaction's marker is a COMMIT on some replicas and an ABORT on others (at "
-            f"offset {seen.torn[0]})",
+            f"a transaction's markers disagree, across replicas or with what its coordinator "
+            f"completed (the marker at offset {seen.torn[0]})",
             None,
         )
     if seen.duplicates:
@@ -279,13 +287,21 @@ def judge_partition(
             f"an idempotent write appended twice to a replica (first at {seen.duplicates[0]})",
             None,
         )
-    rule: str | None = None
+    allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
+    read = ""
+    if seen.read_anomalies:
+        kind, offset, detail = seen.read_anomalies[0]
+        read = f"a read_committed consumer: {kind} at offset {offset} ({detail})"
+        if not allowed:  # what an unclean election or a power loss may do to a marker
+            return kind, read, None
+        read = f"; {read}, allowed: {rule}"
     if seen.durable_lost:
-        allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
         lost = f"{len(seen.durable_lost)} acknowledged acks=all write(s) lost"
         if not allowed:
             return LOST, f"{lost} (offsets {seen.durable_lost[:10]}): {rule}", rule
-        return None, f"replicas converged; {lost}, allowed: {rule}", rule
+        return None, f"replicas converged; {lost}, allowed: {rule}{read}", rule
+    if read:
+        return None, f"replicas converged; no acknowledged acks=all write lost{read}", rule
     return None, "replicas converged; no acknowledged acks=all write lost", None
 
 
@@ -348,6 +364,7 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "left_behind": {str(b): path for b, path in seen.left_behind.items()},
         "fetch_loops": {str(b): line for b, line in seen.fetch_loops.items()},
         "stable": seen.stable,
+        "read_anomalies": [list(a) for a in seen.read_anomalies[:20]],
         "unclean_elections": unclean_elections(seen.states),
         "recovering": recovering(seen.states),
     }

@@ -11,6 +11,7 @@ from typing import Any
 from checkers.audit.local import execute
 from checkers.audit.plan import plan_audit
 from checkers.transactions import TransactionFindings
+from checkers.txn_reads import LOST_WRITE, TxnReadCheck
 from observe import kraft
 from observe.stable import StableOffsets
 from reports.judge import history as check_sends
@@ -36,13 +37,15 @@ def observe(
     now_ms: int | None = None,
     loops: dict[int, dict[int, str]] | None = None,
     strays: dict[int, str] | None = None,
+    reads: TxnReadCheck | None = None,
 ) -> dict[int, Observed]:
     """Each partition as the judge reads it: convergence, the audit of the copied logs,
     acknowledged acks=all writes missing from its leader's log, power losses' drops, and
     the transactions open on disk past their timeout beside what clients see of the
     schedule's partition (`stable`: its offsets once every transaction had time to end), and
     the followers still looping on OffsetOutOfRange once converged (`loops`, by partition),
-    and the copies of the schedule's partition a reassignment left current (`strays`)."""
+    and the copies of the schedule's partition a reassignment left current (`strays`), and
+    what a read_committed consumer read of it (`reads`)."""
     release = ctx.cluster.release
     partitions = live.schedule.cluster.partitions
     sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
@@ -130,6 +133,14 @@ def observe(
             recreated=sorted(live.recreated.values()) if p == SCHEDULE_PARTITION else [],
             fetch_loops=dict((loops or {}).get(p, {})),
             left_behind=dict(strays or {}) if p == SCHEDULE_PARTITION else {},
+            # An acknowledged write lost is the acks=all check's (`durable_lost`).
+            read_anomalies=[
+                (a.kind, a.offset, a.detail)
+                for a in (reads.anomalies if reads is not None else [])
+                if a.kind != LOST_WRITE
+            ]
+            if p == SCHEDULE_PARTITION
+            else [],
             epoch_cache_lost="; ".join(sorted(live.epochs_lost.values()))
             if p == SCHEDULE_PARTITION and live.epochs_lost
             else uncached.get(p),

@@ -25,6 +25,7 @@ from typing import Any
 
 from checkers.protocol import Protocol
 from checkers.simulate import Prediction, SimOptions, Simulator, checkpoint_variants, simulate
+from checkers.txn_reads import TxnReadCheck
 from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.releases import Release
 from fixtures.waiting import Aborted, WaitTimeout
@@ -393,6 +394,7 @@ def _body(
     background = Background(cluster, ctx.history, topic, partitions=shape.partitions[1:]).start()
     live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol), marks)
     stable: StableOffsets | None = None  # the schedule's partition once transactions ended
+    reads: TxnReadCheck | None = None  # what a read_committed consumer read of it then
     loops: dict[int, dict[int, str]] = {}  # partition -> broker -> a fetch loop it logs
     strays: dict[int, str] = {}  # broker -> a copy a reassignment left current on it
     try:
@@ -431,6 +433,7 @@ def _body(
             removed = [b for b in cluster.brokers if b not in live.reassigning]
             strays = left_behind(cluster, topic, SCHEDULE_PARTITION, removed)
             stable = txn_steps.await_transactions_ended(live, live.txn)
+            reads = txn_steps.committed_reads(live, live.txn)
     finally:
         live.txn.close()
         background.stop(timeout=5)
@@ -445,7 +448,7 @@ def _body(
     if txn_steps.uses_transactions(schedule):
         result.txns_judged_ms = int(time.time() * 1000)  # run.json keeps it, for the audit
     observed = observe(
-        ctx, topic, convergence, states, live, stable, result.txns_judged_ms, loops, strays
+        ctx, topic, convergence, states, live, stable, result.txns_judged_ms, loops, strays, reads
     )
     shape_topic = shape.topic_config
     judgement = judge(

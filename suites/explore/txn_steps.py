@@ -22,10 +22,11 @@ from kazoo.exceptions import NoNodeError
 
 from checkers.coordinator_log import TXN_STATE_TOPIC
 from checkers.simulate.transactions import ABORT, COMMIT, FAILED_TXN, TXN_TIMEOUT_S
+from checkers.txn_reads import PartitionRead, TxnReadCheck, check_txn_reads
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
-from observe.stable import StableOffsets, stable_offsets
+from observe.stable import StableOffsets, read_committed, stable_offsets
 from observe.state import PartitionState, partition_state
 from runrecord import schedule_steps as kinds
 from runrecord.history import ABORTED, COMMITTED
@@ -270,6 +271,24 @@ def end(run: Runner, txn: Transactional, kind: str) -> tuple[dict[str, Any], flo
     marker = COMMIT if outcome == COMMITTED else ABORT
     run.ctx.timeline.record("note", "transaction-ended", transaction=label, marker=marker)
     return {"transaction": label, "marker": marker}, 0.0
+
+
+def committed_reads(run: Runner, txn: Transactional) -> TxnReadCheck | None:
+    """Once the transactions ended: what a read_committed consumer reads of the schedule's
+    partition, judged against the producer's history (`checkers.txn_reads`); None for a
+    schedule without a transaction."""
+    if txn.written == 0:
+        return None
+    try:
+        records = read_committed(run.cluster, run.topic, 0)
+        # Asked for after the read: the last stable offset never goes back, so whatever the
+        # reader was handed lies below it.
+        end = stable_offsets(run.cluster, run.topic).last_stable
+    except (LogforkError, KafkaException) as exc:
+        raise NotReached(f"a read_committed read of {run.topic}-0", exc) from None
+    check = check_txn_reads(run.ctx.history.sends, {(run.topic, 0): PartitionRead(records, end)})
+    run.ctx.timeline.record("note", "read-committed", **check.to_dict())
+    return check
 
 
 def await_transactions_ended(run: Runner, txn: Transactional) -> StableOffsets | None:

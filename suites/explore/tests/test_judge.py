@@ -7,6 +7,7 @@ from checkers.abstract import from_spec
 from checkers.lineage import Lineage
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
+from runrecord.outcome import ABORTED_READ
 from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
@@ -287,6 +288,19 @@ def test_clients_and_disk_disagreeing_on_a_hang_is_not_judged() -> None:
 
 def test_torn_transactions_and_duplicate_writes_on_disk_are_findings() -> None:
     j = judge({0: clean(torn=[8]), 1: clean()}, unclean_enabled=False, **KRAFT_43)
-    assert j.failure == TORN and "COMMIT on some replicas and an ABORT on others" in j.summary
+    assert j.failure == TORN and "across replicas or with what its coordinator" in j.summary
     j = judge({0: clean(), 1: clean(duplicates=[5])}, unclean_enabled=False, **KRAFT_43)
     assert j.failure == DUPLICATE + BACKGROUND
+
+
+def test_what_a_read_committed_consumer_must_not_read_is_a_finding() -> None:
+    read = [(ABORTED_READ, 4, "its transaction was aborted")]
+    j = judge({0: clean(read_anomalies=read), 1: clean()}, unclean_enabled=False, **KRAFT_43)
+    assert j.failure == ABORTED_READ
+    assert "a read_committed consumer: aborted-read at offset 4" in j.summary
+    # An unclean election may drop a marker: allowed then, and said.
+    states = [StateSeen(1, (1,)), StateSeen(-1, (1,)), StateSeen(2, (2,))]
+    allowed = clean(read_anomalies=read, states=states)
+    j = judge({0: allowed, 1: clean()}, unclean_enabled=True, **KRAFT_43)
+    assert j.failure is None and "aborted-read at offset 4" in j.summary
+    assert "allowed: unclean election" in j.summary
