@@ -188,9 +188,9 @@ class Live:
         take effect raise NotReached, as in every scenario."""
         result = StepResult(index, step.describe(), step.KIND, DONE)
         started = time.monotonic()
-        self._see_coordinator(index, step)
         handler = getattr(self, "_do_" + type(step).__name__.lower())
         try:
+            self._see_coordinator(index, step)
             targets, waits = handler(step)
             result.targets, result.waits = targets, waits
         except Skip as skip:
@@ -220,13 +220,14 @@ class Live:
 
     def _see_coordinator(self, index: int, step: Step) -> None:
         """For a step naming the transaction coordinator: find it, note it, and tell the
-        simulator (SimOptions.coordinator_at), which does not follow the coordinator's log."""
+        simulator (SimOptions.coordinator_at), which does not follow the coordinator's log;
+        Unserved when there is none."""
         self._coordinator = None
         if not kinds.names_coordinator(step):
             return
         self._coordinator = txn_steps.coordinator(self.cluster)
-        if self._coordinator is None:
-            return
+        if self._coordinator is None:  # the model would guess one: it is told to skip
+            raise Unserved("no transaction coordinator: its log has no leader (or none yet)")
         self.coordinators.append((index, self._coordinator))
         if self.sim is not None:
             told = tuple(self.coordinators)
