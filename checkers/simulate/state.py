@@ -65,11 +65,6 @@ class SimOptions:
     # real brokers found leading its log. Where none was told, the model takes the lowest
     # running broker with a session (its guess, for drawing and ranking schedules).
     coordinator_at: tuple[tuple[int, int], ...] = ()
-    # txn-write steps (by index) whose write a run saw fail where the model's would not:
-    # the transactional client routes by its own metadata, which may still name a zombie
-    # leader cut off from the quorum (it waits for followers that moved on). Told, the
-    # model writes nothing there, and the transaction can only abort.
-    unacknowledged: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

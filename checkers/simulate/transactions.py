@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.simulate.replication import Replication
-from checkers.simulate.state import LEADER, SimBatch, Write
+from checkers.simulate.state import LEADER, SimBatch
 from runrecord.schedule import Role, TxnAbort, TxnCommit, TxnWrite
 from runrecord.schedule_roles import Skip
 
@@ -108,31 +108,12 @@ class Transactions(Replication):
             raise Skip(f"ISR {self.ctl.isr} below min.insync.replicas={min_isr}")
         begin = self.txn is None
         txn = self.txns if self.txn is None else self.txn.id
-        if self._step in self.options.unacknowledged:
-            targets = self._write_lost(txn, begin=begin)
-        else:
-            targets = self._write(step.count, "all", Role.LEADER, txn, begin=begin)
+        targets = self._write(step.count, "all", Role.LEADER, txn, begin=begin)
         write = self.writes[-1]
         if self.txn is not None and self.txn.id == txn:  # not timed out while it waited
             self.txn.writes.append(write.id)
             self.txn.failed |= not write.acknowledged
         return {**targets, "transaction": txn}
-
-    def _write_lost(self, txn: int, *, begin: bool) -> dict[str, Any]:
-        """A transactional write a run saw fail (SimOptions.unacknowledged): nothing reaches
-        the leader."""
-        leader = self.ctl.leader
-        if leader is None:
-            raise Skip("the partition has no leader (offline)")
-        if begin:
-            self.begin_txn()
-        write = Write(len(self.writes), "all", leader, -1, [], False, self._step)
-        self.writes.append(write)
-        self._event(
-            f"write {write.id} of transaction {txn} not acknowledged, as the run saw: nothing "
-            f"reaches leader {leader}"
-        )
-        return {"to": leader}
 
     def _do_txncommit(self, step: TxnCommit) -> dict[str, Any]:
         return self._end_txn(COMMIT)

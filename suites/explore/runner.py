@@ -34,7 +34,7 @@ from observe.state import StateRecorder
 from observe.timeline import Timeline
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair
 from runrecord.power import CUT
-from runrecord.replay import DONE, Comparison, Judgement, StepResult
+from runrecord.replay import Comparison, Judgement, StepResult
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
@@ -123,19 +123,13 @@ def compare(
         if c.model != CUT and SCHEDULE_PARTITION in c.ends
     )
     unserved = frozenset(r.index for r in real if r.unserved)
-    unacknowledged = frozenset(
-        r.index
-        for r in real
-        if r.kind == "txn-write" and r.status == DONE and r.targets.get("acknowledged") is False
-    )
     said = []
-    if (told or unserved or coordinator_at or unacknowledged) and schedule is not None:
+    if (told or unserved or coordinator_at) and schedule is not None:
         options = SimOptions(
             controller_after=controller_after,
             kept_after_power_loss=told,
             unserved=unserved,
             coordinator_at=coordinator_at,
-            unacknowledged=unacknowledged,
         )
         prediction = simulate(schedule, prediction.protocol, options=options)
         model = prediction.steps
@@ -148,9 +142,6 @@ def compare(
         if unserved:
             steps = ", ".join(str(i) for i in sorted(unserved))
             said.append(f"given the steps the transaction coordinator could not serve ({steps})")
-        if unacknowledged:
-            steps = ", ".join(str(i) for i in sorted(unacknowledged))
-            said.append(f"given the transactional writes not acknowledged ({steps})")
         if coordinator_at:
             found = ", ".join(f"broker {b} at step {i}" for i, b in coordinator_at)
             said.append(f"given the transaction coordinator the run found ({found})")
@@ -173,9 +164,7 @@ def compare(
             prediction.protocol,
             actual,
             controller_after,
-            SimOptions(
-                unserved=unserved, coordinator_at=coordinator_at, unacknowledged=unacknowledged
-            ),
+            SimOptions(unserved=unserved, coordinator_at=coordinator_at),
         )
         if condition is not None:
             comparison.agree, comparison.agreed_if = True, condition

@@ -92,18 +92,6 @@ def test_a_step_the_coordinator_could_not_serve_is_skipped_by_the_model_too() ->
     assert c.told == "given the steps the transaction coordinator could not serve (0)"
 
 
-def test_a_transactional_write_the_run_saw_fail_is_told_to_the_model() -> None:
-    schedule = load_schedule(EXAMPLE.with_name("kraft-dropped-marker.json"))
-    prediction = simulate(schedule, "4.4.0")
-    held = Judgement(None, "held", partitions={0: None, 1: None})
-    real = _real(["done"] * len(schedule.steps))
-    # The client sent it to a zombie leader, say: it timed out, and the commit aborted.
-    real[0] = StepResult(0, "step 0", "txn-write", "done", {"to": 2, "acknowledged": False})
-    c = compare(prediction, held, prediction.steps, real, schedule)
-    assert (c.predicted, c.agree) == (None, True), c
-    assert c.told == "given the transactional writes not acknowledged (0)"
-
-
 def test_evidence_takes_the_topic_and_what_lies_beside_it(tmp_path: Path) -> None:
     names = ("s-1-0", "s-1-1", "s-10-0", "other-0", "__cluster_metadata-0", "s-1-0.abc-delete")
     for name in (*names, "__transaction_state-0"):
