@@ -34,7 +34,7 @@ from observe.state import StateRecorder
 from observe.timeline import Timeline
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair
 from runrecord.power import CUT
-from runrecord.replay import Comparison, Judgement, StepResult
+from runrecord.replay import DONE, Comparison, Judgement, StepResult
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
@@ -153,10 +153,23 @@ def compare(
     ]
     comparison = Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
     comparison.told = "; ".join(said)
+    # A transactional write the client timed out on may or may not have reached the log:
+    # the client routes by its own metadata (a zombie leader cut off from the quorum, say).
+    unknown = [
+        f"the transactional write at step {r.index} was not acknowledged, so whether it "
+        "reached the log is unknown"
+        for r in real
+        if r.kind == "txn-write" and r.status == DONE and r.targets.get("acknowledged") is False
+    ]
     comparison.unpredictable = "; ".join(
-        f"the power loss at step {c.step} rolled back {', '.join(c.unmodelled)}"
-        for c in power_cuts
-        if c.unmodelled
+        [
+            *(
+                f"the power loss at step {c.step} rolled back {', '.join(c.unmodelled)}"
+                for c in power_cuts
+                if c.unmodelled
+            ),
+            *unknown,
+        ]
     )
     if not comparison.agree and schedule is not None and not comparison.unpredictable:
         condition = _agreeing_condition(

@@ -92,6 +92,17 @@ def test_a_step_the_coordinator_could_not_serve_is_skipped_by_the_model_too() ->
     assert c.told == "given the steps the transaction coordinator could not serve (0)"
 
 
+def test_a_transactional_write_not_acknowledged_leaves_the_model_unable_to_predict() -> None:
+    schedule = load_schedule(EXAMPLE.with_name("kraft-dropped-marker.json"))
+    prediction = simulate(schedule, "4.4.0")
+    held = Judgement(None, "held", partitions={0: None, 1: None})
+    real = _real(["done"] * len(schedule.steps))
+    # The client timed out: the batch may have landed (and hang), or gone to a zombie.
+    real[0] = StepResult(0, "step 0", "txn-write", "done", {"to": 2, "acknowledged": False})
+    c = compare(prediction, held, prediction.steps, real, schedule)
+    assert c.unpredictable.startswith("the transactional write at step 0 was not acknowledged")
+
+
 def test_evidence_takes_the_topic_and_what_lies_beside_it(tmp_path: Path) -> None:
     names = ("s-1-0", "s-1-1", "s-10-0", "other-0", "__cluster_metadata-0", "s-1-0.abc-delete")
     for name in (*names, "__transaction_state-0"):
