@@ -113,7 +113,7 @@ class Transactions(Replication):
         if self.txn is not None and self.txn.id == txn:  # not timed out while it waited
             self.txn.writes.append(write.id)
             self.txn.failed |= not write.acknowledged
-        return {**targets, "transaction": txn}
+        return {**targets, "transaction": txn, "acknowledged": write.acknowledged}
 
     def _do_txncommit(self, step: TxnCommit) -> dict[str, Any]:
         return self._end_txn(COMMIT)

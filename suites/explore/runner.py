@@ -153,13 +153,18 @@ def compare(
     ]
     comparison = Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
     comparison.told = "; ".join(said)
-    # A transactional write the client timed out on may or may not have reached the log:
-    # the client routes by its own metadata (a zombie leader cut off from the quorum, say).
+    # A transactional write the client timed out on where the model's was acknowledged may
+    # or may not have reached the log: the client routes by its own metadata (to a zombie
+    # leader cut off from the quorum, say), which the model does not follow.
+    acked = {m.index: m.targets.get("acknowledged") for m in model}
     unknown = [
-        f"the transactional write at step {r.index} was not acknowledged, so whether it "
-        "reached the log is unknown"
+        f"the transactional write at step {r.index} was not acknowledged, where the model's "
+        "was: whether it reached the log is unknown"
         for r in real
-        if r.kind == "txn-write" and r.status == DONE and r.targets.get("acknowledged") is False
+        if r.kind == "txn-write"
+        and r.status == DONE
+        and r.targets.get("acknowledged") is False
+        and acked.get(r.index)
     ]
     comparison.unpredictable = "; ".join(
         [

@@ -3,6 +3,7 @@ judgement, and which of a shared cluster's files a schedule's evidence takes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from checkers.simulate import simulate
@@ -101,6 +102,9 @@ def test_a_transactional_write_not_acknowledged_leaves_the_model_unable_to_predi
     real[0] = StepResult(0, "step 0", "txn-write", "done", {"to": 2, "acknowledged": False})
     c = compare(prediction, held, prediction.steps, real, schedule)
     assert c.unpredictable.startswith("the transactional write at step 0 was not acknowledged")
+    # Where the model's write failed too, the model followed it.
+    failed = [replace(m, targets={**m.targets, "acknowledged": False}) for m in prediction.steps]
+    assert compare(prediction, held, failed, real, schedule).unpredictable == ""
 
 
 def test_evidence_takes_the_topic_and_what_lies_beside_it(tmp_path: Path) -> None:
