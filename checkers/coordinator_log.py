@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from checkers.codec import DecodeError, Reader
 from checkers.lineage import Lineage
@@ -62,13 +62,7 @@ class Decision:
     offset: int  # the Complete record's offset in the coordinator's log
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "transactional_id": self.transactional_id,
-            "producer_id": self.producer_id,
-            "producer_epoch": self.producer_epoch,
-            "kind": self.kind,
-            "offset": self.offset,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Decision:

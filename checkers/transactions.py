@@ -124,10 +124,10 @@ class _Replica:
 
     lineage: Lineage
     open: dict[int, Batch] = field(default_factory=dict)  # producer -> first open data batch
-    # marker offset -> (producer, kind); kind None when the batch is empty or does not decode
-    markers: dict[int, tuple[int, str | None]] = field(default_factory=dict)
-    # marker offset -> its producer epoch, and (producer, epoch) -> the kinds of its markers
-    epochs: dict[int, int] = field(default_factory=dict)
+    # marker offset -> (producer, epoch, kind); kind None when the batch is empty or does not
+    # decode
+    markers: dict[int, tuple[int, int, str | None]] = field(default_factory=dict)
+    # (producer, epoch) -> the kinds of its markers
     kinds_of: dict[tuple[int, int], set[str | None]] = field(default_factory=dict)
     last_marker: dict[int, int] = field(default_factory=dict)  # producer -> its last marker
     firsts: dict[int, int] = field(default_factory=dict)  # marker -> first data offset it ends
@@ -162,8 +162,7 @@ def _scan(lineage: Lineage) -> _Replica:
                 if first is not None:
                     rep.firsts[b.base_offset] = first.base_offset
                 kind = _marker_kind(log, b)
-                rep.markers[b.base_offset] = (pid, kind)
-                rep.epochs[b.base_offset] = b.producer_epoch
+                rep.markers[b.base_offset] = (pid, b.producer_epoch, kind)
                 rep.kinds_of.setdefault((pid, b.producer_epoch), set()).add(kind)
                 rep.last_marker[pid] = b.base_offset
                 continue
@@ -223,13 +222,12 @@ def _hanging(
 
 
 def _against_coordinator(
-    rep: _Replica, pid: int, offset: int, decisions: PartitionDecisions
+    rep: _Replica, pid: int, epoch: int, decisions: PartitionDecisions
 ) -> Decision | None:
     """The coordinator's decision when this replica's markers of the transaction's producer
     and epoch are all of one kind, and not the decided one. (One kind only: in transactions
     v1 several transactions share an epoch, and a coordinator log that lost one of them to
     an unclean election would pair its marker with another.)"""
-    epoch = rep.epochs[offset]
     decision = decisions.get((pid, epoch))
     if decision is None:
         return None
@@ -242,10 +240,10 @@ def _torn(replicas: list[_Replica], decisions: PartitionDecisions) -> list[TornT
     firsts: dict[tuple[int, int], list[int]] = defaultdict(list)
     disagree: dict[tuple[int, int], Decision] = {}
     for rep in replicas:
-        for offset, (pid, kind) in rep.markers.items():
+        for offset, (pid, epoch, kind) in rep.markers.items():
             if kind is not None:
                 kinds[(pid, offset)][rep.broker] = kind
-                decision = _against_coordinator(rep, pid, offset, decisions)
+                decision = _against_coordinator(rep, pid, epoch, decisions)
                 if decision is not None:
                     disagree[(pid, offset)] = decision
             if offset in rep.firsts:

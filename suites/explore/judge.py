@@ -288,21 +288,20 @@ def judge_partition(
             None,
         )
     allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
-    read = ""
+    excused = ""  # a read anomaly the loss rule allows, said after the losses
     if seen.read_anomalies:
         kind, offset, detail = seen.read_anomalies[0]
         read = f"a read_committed consumer: {kind} at offset {offset} ({detail})"
         if not allowed:  # what an unclean election or a power loss may do to a marker
             return kind, read, None
-        read = f"; {read}, allowed: {rule}"
+        excused = f"; {read}, allowed: {rule}"
     if seen.durable_lost:
         lost = f"{len(seen.durable_lost)} acknowledged acks=all write(s) lost"
         if not allowed:
             return LOST, f"{lost} (offsets {seen.durable_lost[:10]}): {rule}", rule
-        return None, f"replicas converged; {lost}, allowed: {rule}{read}", rule
-    if read:
-        return None, f"replicas converged; no acknowledged acks=all write lost{read}", rule
-    return None, "replicas converged; no acknowledged acks=all write lost", None
+        return None, f"replicas converged; {lost}, allowed: {rule}{excused}", rule
+    said = f"replicas converged; no acknowledged acks=all write lost{excused}"
+    return None, said, rule if excused else None
 
 
 def judge(

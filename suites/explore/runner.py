@@ -123,14 +123,14 @@ def compare(
         if c.model != CUT and SCHEDULE_PARTITION in c.ends
     )
     unserved = frozenset(r.index for r in real if r.unserved)
+    # What the run tells the model besides the power losses (which the checkpoint variants
+    # below do not take).
+    seen = SimOptions(
+        controller_after=controller_after, unserved=unserved, coordinator_at=coordinator_at
+    )
     said = []
     if (told or unserved or coordinator_at) and schedule is not None:
-        options = SimOptions(
-            controller_after=controller_after,
-            kept_after_power_loss=told,
-            unserved=unserved,
-            coordinator_at=coordinator_at,
-        )
+        options = dataclasses.replace(seen, kept_after_power_loss=told)
         prediction = simulate(schedule, prediction.protocol, options=options)
         model = prediction.steps
         if told:
@@ -177,13 +177,7 @@ def compare(
         ]
     )
     if not comparison.agree and schedule is not None and not comparison.unpredictable:
-        condition = _agreeing_condition(
-            schedule,
-            prediction.protocol,
-            actual,
-            controller_after,
-            SimOptions(unserved=unserved, coordinator_at=coordinator_at),
-        )
+        condition = _agreeing_condition(schedule, prediction.protocol, actual, seen)
         if condition is not None:
             comparison.agree, comparison.agreed_if = True, condition
     return comparison
@@ -193,13 +187,12 @@ def _agreeing_condition(
     schedule: Schedule,
     protocol: Protocol,
     actual: str | None,
-    controller_after: tuple[tuple[int, int], ...],
-    told: SimOptions | None = None,
+    base: SimOptions,
 ) -> str | None:
     """The condition on which the model reaches the brokers' outcome, in words, or None;
-    `told`: what else the run told the model (steps the coordinator could not serve, the
-    coordinator it found)."""
-    base = dataclasses.replace(told or SimOptions(), controller_after=controller_after)
+    `base`: what the run told the model (the controller elections it held, the steps the
+    coordinator could not serve, the coordinator it found)."""
+    controller_after = base.controller_after
     elected = ", ".join(f"broker {b} after step {i}" for i, b in controller_after)
     given = f"given the controller elections the brokers held ({elected})" if elected else ""
     if controller_after:
