@@ -12,7 +12,13 @@ from testsupport.scenarios import run_scenario
 
 @pytest.mark.cluster
 def test_kafka_7128(kafka_target, logfork_runs, request):
-    verdict = run_scenario("kafka-7128-lagging-high-watermark", kafka_target, logfork_runs, request)
+    # Three fresh-clone CI runs (stops 35, 37 and 41) ended not reached on 1.1.1: A, back
+    # after C was elected, exited ("log truncation is not allowed", leader's offset 5 below
+    # its 10) instead of truncating by leader epoch, so the replicas never converged. A
+    # race the scenario does not steer: a second run, and only then, on a fresh cluster.
+    verdict = run_scenario(
+        "kafka-7128-lagging-high-watermark", kafka_target, logfork_runs, request, attempts=2
+    )
     joined = verdict.details["c_joined_isr"]
     assert joined == (verdict.outcome == Outcome.REPRODUCED)
     if joined:
