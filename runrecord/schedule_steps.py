@@ -393,25 +393,35 @@ class TxnWrite:
         return f"transactional write of {self.count}"
 
 
+def _held(held: bool | None) -> str:
+    return ", its first EndTxn held until a heal" if held else ""
+
+
 @dataclass(frozen=True)
 class TxnCommit:
     """Commit the open transaction: its coordinator writes a COMMIT marker to the partition
-    (an ABORT marker where one of its writes failed: the producer can only abort then)."""
+    (an ABORT marker where one of its writes failed: the producer can only abort then).
+    With `held`, the producer's first EndTxn is held on the wire; its retry ends the
+    transaction, and the held one arrives late, at the next heal of every cut
+    (KAFKA-17754)."""
 
     KIND: ClassVar[str] = "txn-commit"
+    held: bool | None = field(default=None, metadata=_meta(_check_flag))
 
     def describe(self) -> str:
-        return "commit the transaction"
+        return "commit the transaction" + _held(self.held)
 
 
 @dataclass(frozen=True)
 class TxnAbort:
-    """Abort the open transaction: its coordinator writes an ABORT marker to the partition."""
+    """Abort the open transaction: its coordinator writes an ABORT marker to the partition.
+    `held` as for a commit."""
 
     KIND: ClassVar[str] = "txn-abort"
+    held: bool | None = field(default=None, metadata=_meta(_check_flag))
 
     def describe(self) -> str:
-        return "abort the transaction"
+        return "abort the transaction" + _held(self.held)
 
 
 TxnEnd = TxnCommit | TxnAbort

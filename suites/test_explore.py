@@ -137,6 +137,19 @@ def test_replay_of_the_coordinator_as_a_target(kafka_target, logfork_runs, capsy
 
 
 @pytest.mark.cluster
+def test_replay_of_a_late_endtxn(kafka_target, logfork_runs, capsys):
+    """An abort whose first EndTxn is held: the client's retry ends the transaction, the
+    next one writes, and the heal delivers the held abort, which ends that one too
+    (KAFKA-17754): its marker is where the model has it when the heal's step settles."""
+    out, run_dir = _replay_agreeing(kafka_target, logfork_runs, capsys, "kraft-late-endtxn")
+    steps = json.loads((run_dir / "verdict.json").read_text())["details"]["steps"]
+    assert [s["status"] for s in steps] == ["done"] * 4, out
+    assert steps[1]["targets"]["marker"] == "ABORT" and steps[1]["targets"]["held_bytes"] > 0
+    assert steps[3]["targets"]["late_end"] == "delivered", steps[3]
+    assert not steps[3]["unsettled"], steps[3]  # the late ABORT on the leader, as modelled
+
+
+@pytest.mark.cluster
 def test_replay_of_a_held_alter_partition(kafka_target, logfork_runs, capsys):
     """The leader's AlterPartition held while its follower falls behind: the shrink does not
     reach the controller, so an acks=all write times out; the heal delivers it late, the

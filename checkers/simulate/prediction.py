@@ -51,6 +51,8 @@ class Prediction:
     # (its last stable offset, for good: KAFKA-20716), or None.
     hanging: int | None = None
     transactions: int = 0  # transactions begun
+    # Why the model cannot predict the schedule, from its own steps (`Transactions`).
+    unpredictable: tuple[str, ...] = ()
 
     @property
     def executed(self) -> int:
@@ -160,4 +162,5 @@ def predict(sim: Transactions) -> Prediction:
         last_known_elections=sim.last_known_elections,
         hanging=open_transaction(lead.batches) if lead else None,
         transactions=sim.txns,
+        unpredictable=tuple(sim.cannot_predict),
     )

@@ -268,7 +268,7 @@ class Simulator(Reassignments):
 
     def _do_heal(self, step: Heal) -> dict[str, Any]:
         if step.a is None:
-            if not self.cuts and not self.held:
+            if not self.cuts and not self.held and self.held_end is None:
                 raise Skip("nothing is cut")
             healed = sorted(sorted(map(str, c)) for c in self.cuts)
             was_up = self.quorum_up()
@@ -276,8 +276,10 @@ class Simulator(Reassignments):
             self._quorum_back(was_up)
             released = self._release_held()
             self._event(f"every cut healed ({healed}), AlterPartition released {released}")
+            late = self.deliver_held_end()
             self.settle()
-            return {"links": healed, "released": released}
+            late_end = {"late_end": late} if late else {}
+            return {"links": healed, "released": released, **late_end}
         assert step.b is not None
         for a in self._candidates(step.a):
             for b in self._candidates(step.b):
@@ -526,6 +528,7 @@ class Simulator(Reassignments):
             self.voters[v] = RUNNING
         self._quorum_back(was_up)
         self._release_held()
+        self.deliver_held_end()
         for node in self.nodes.values():
             if node.status == PAUSED:
                 node.status = RUNNING

@@ -20,6 +20,19 @@ The partition's leader tracks the producer as Kafka's producer state does
 opens a transaction there, the next marker closes it. A transaction open on the final
 leader's log that the coordinator no longer holds is hanging (KAFKA-20716): its last stable
 offset never reaches the high watermark.
+
+A commit or abort may have its first EndTxn held on the wire (`held`): the client's retry
+ends the transaction, and the held request reaches the coordinator at the next heal of every
+cut. There it ends whatever transaction the producer has open by then, with its own kind:
+librdkafka speaks transactions v1 (EndTxn v1) on every release, where the producer's epoch
+is the same from one transaction to the next and the coordinator checks only that it
+matches (KAFKA-17754; `suites/scenarios/kafka_17754.py` proves it on real brokers). With
+none open it changes nothing: the coordinator answers a repeat of its last end, or refuses
+one of the other kind (INVALID_TXN_STATE), and fences one from before an epoch bump (an
+abort at the timeout). The producer still believes its transaction open; what it does next
+(its writes appended after the marker, verified from 3.6 by KIP-890 part 1; its end refused
+or taken as a repeat) is the client's, which the model does not follow: a transactional
+step after that makes the schedule one the model cannot predict.
 """
 
 from __future__ import annotations
@@ -39,6 +52,12 @@ COMMIT, ABORT = "COMMIT", "ABORT"
 # A transaction one of whose writes failed takes no more writes: the producer must abort it
 # (librdkafka refuses to produce in the abortable error state, KIP-98).
 FAILED_TXN = "a write of the open transaction failed: the producer can only abort it"
+
+
+def cannot_hold_end(held_already: bool) -> str | None:
+    """Why a commit or abort cannot have its EndTxn held: one filter marks the first EndTxn
+    on a coordinator's connections, so a second hold would catch the first one's retry."""
+    return "an EndTxn is held already (until a heal)" if held_already else None
 
 
 @dataclass
@@ -65,6 +84,10 @@ class Transactions(Replication):
         self.txn: Txn | None = None
         self.txns = 0  # transactions begun
         self.markers: list[Marker] = []
+        self.held_end: str | None = None  # the kind of the EndTxn held on the wire
+        self.held_fenced = False  # ... sent before an epoch bump: the coordinator fences it
+        self.late_ended = False  # a late EndTxn ended a transaction the producer had open
+        self.cannot_predict: list[str] = []  # why the model cannot predict the schedule
 
     def pending_markers(self) -> list[Marker]:
         return [m for m in self.markers if not m.done]
@@ -97,6 +120,7 @@ class Transactions(Replication):
             raise Skip("transactions need message format v2 (Kafka 0.11, KIP-98)")
         if self.txn is not None and self.txn.failed:
             raise Skip(FAILED_TXN)
+        self._after_late_end()
         pending = self.pending_markers()
         if self.txn is None and pending:
             raise Skip(
@@ -116,20 +140,51 @@ class Transactions(Replication):
         return {**targets, "transaction": txn, "acknowledged": write.acknowledged}
 
     def _do_txncommit(self, step: TxnCommit) -> dict[str, Any]:
-        return self._end_txn(COMMIT)
+        return self._end_txn(COMMIT, step.held)
 
     def _do_txnabort(self, step: TxnAbort) -> dict[str, Any]:
-        return self._end_txn(ABORT)
+        return self._end_txn(ABORT, step.held)
 
-    def _end_txn(self, kind: str) -> dict[str, Any]:
+    def _end_txn(self, kind: str, held: bool | None) -> dict[str, Any]:
         if self.txn is None:
             raise Skip("no transaction is open")
+        why = held and cannot_hold_end(self.held_end is not None)
+        if why:
+            raise Skip(why)
+        self._after_late_end()
         why = "the producer's " + kind.lower()
         if kind == COMMIT and self.txn.failed:
             kind, why = ABORT, "a write failed: the producer can only abort"
+        if held:
+            # The client sends what it asked for; a failed write makes its commit an abort
+            # before anything is sent.
+            self.held_end, self.held_fenced = kind, False
+            why += ", its first EndTxn held on the wire and retried"
         marker = self.end_txn(kind, why)
         self.settle()
         return {"transaction": marker.txn, "marker": kind}
+
+    def _after_late_end(self) -> None:
+        if self.late_ended and not self.cannot_predict:
+            self.cannot_predict.append(
+                f"the producer goes on at step {self._step} with a transaction a late EndTxn ended"
+            )
+
+    def deliver_held_end(self) -> str | None:
+        """The heal of every cut: the held EndTxn reaches the coordinator. What it did, for
+        the step's record; None where none was held."""
+        kind, self.held_end = self.held_end, None
+        if kind is None:
+            return None
+        if self.held_fenced:
+            self._event(f"the late {kind} is fenced: the producer's epoch was bumped since")
+            return "fenced"
+        if self.txn is None:
+            self._event(f"the late {kind} finds no transaction open: nothing changes")
+            return "nothing open"
+        self.end_txn(kind, "a late EndTxn")
+        self.late_ended = True
+        return f"ended transaction {self.markers[-1].txn}"
 
     def _write(
         self, count: int, acks: str, to: Any, txn: int | None = None, *, begin: bool = False
@@ -174,6 +229,8 @@ class Transactions(Replication):
         """The coordinator aborts a transaction open longer than its timeout (`advance`)."""
         if self.txn is not None and self.time - self.txn.started >= TXN_TIMEOUT_S:
             self.end_txn(ABORT, f"open longer than transaction.timeout.ms {TXN_TIMEOUT_S:g} s")
+            # The coordinator bumps the producer's epoch as it aborts.
+            self.held_fenced = True
 
 
 def open_transaction(batches: list[SimBatch]) -> int | None:

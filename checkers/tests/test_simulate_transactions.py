@@ -11,6 +11,7 @@ from runrecord.outcome import HANGING
 from runrecord.schedule import (
     Cluster,
     ElectUnclean,
+    Heal,
     HoldBack,
     Kill,
     Produce,
@@ -128,3 +129,63 @@ def test_a_failed_transaction_takes_no_more_writes() -> None:
     p = simulate(Schedule(kraft(False, min_isr=2), steps=steps), "4.4.0")
     assert [s.status for s in p.steps] == ["done", "done", "skipped", "done", "skipped"]
     assert p.steps[2].note == FAILED_TXN
+
+
+# KAFKA-17754: transaction 0's abort held; transaction 1 writes; the heal delivers the
+# abort, which ends transaction 1 (transactions v1: one epoch across transactions).
+LATE_ABORT = (TxnWrite(1), TxnAbort(held=True), TxnWrite(1), Heal())
+
+
+def test_a_late_endtxn_ends_the_transaction_open_when_it_arrives() -> None:
+    p = simulate(Schedule(kraft(False), steps=LATE_ABORT), "4.4.0")
+    assert [s.status for s in p.steps] == ["done"] * 4
+    assert p.steps[3].targets["late_end"] == "ended transaction 1"
+    assert "step 3: transaction 1 ends: ABORT (a late EndTxn)" in p.events
+    # Data, ABORT, data, ABORT: nothing hangs, and nothing else was asked of the producer.
+    assert p.logs[B] == [(0, 0, 0), (1, 1, 0), (2, 2, 0), (3, 3, 0)] and p.failure() is None
+    assert p.unpredictable == ()
+
+
+def test_the_producer_going_on_after_a_late_endtxn_is_not_predicted() -> None:
+    p = simulate(Schedule(kraft(False), steps=(*LATE_ABORT, TxnWrite(1), TxnCommit())), "4.4.0")
+    assert p.unpredictable == (
+        "the producer goes on at step 4 with a transaction a late EndTxn ended",
+    )
+
+
+def test_a_late_endtxn_with_no_transaction_open_changes_nothing() -> None:
+    steps = (TxnWrite(1), TxnCommit(held=True), Heal(), TxnWrite(1), TxnCommit())
+    p = simulate(Schedule(kraft(False), steps=steps), "4.4.0")
+    assert p.steps[2].targets["late_end"] == "nothing open"
+    assert p.unpredictable == ()
+    assert p.transactions == 2
+
+
+def test_a_late_endtxn_from_before_an_epoch_bump_is_fenced() -> None:
+    steps = (TxnWrite(1), TxnAbort(held=True), TxnWrite(1), Wait(61), TxnWrite(1), Heal())
+    p = simulate(Schedule(kraft(False), steps=steps), "4.4.0")
+    assert p.steps[5].targets["late_end"] == "fenced"
+
+
+def test_one_endtxn_is_held_at_a_time_and_a_heal_releases_it() -> None:
+    steps = (TxnWrite(1), TxnAbort(held=True), TxnWrite(1), TxnAbort(held=True), Heal(), Heal())
+    p = simulate(Schedule(kraft(False), steps=steps), "4.4.0")
+    assert [s.status for s in p.steps] == ["done", "done", "done", "skipped", "done", "skipped"]
+    assert p.steps[3].note == "an EndTxn is held already (until a heal)"
+    assert p.steps[5].note == "nothing is cut"
+
+
+def test_the_late_endtxn_is_delivered_by_the_final_heal() -> None:
+    p = simulate(Schedule(kraft(False), steps=LATE_ABORT[:3]), "4.4.0")
+    assert "transaction 1 ends: ABORT (a late EndTxn)" in p.events
+    assert not any("left open" in e for e in p.events)
+
+
+def test_a_held_end_round_trips_through_the_file() -> None:
+    schedule = Schedule(kraft(False), steps=LATE_ABORT)
+    text = dumps(schedule)
+    assert '{"kind": "txn-abort", "held": true}' in text
+    assert loads(text).steps == schedule.steps
+    assert TxnCommit(held=True).describe() == (
+        "commit the transaction, its first EndTxn held until a heal"
+    )

@@ -364,7 +364,7 @@ class Live:
 
     def _do_heal(self, step: kinds.Heal) -> tuple[dict[str, Any], float]:
         if step.a is None:
-            if not self.links and not self.voter_cuts and not self.holds.held():
+            if not (self.links or self.voter_cuts or self.holds.held() or self.txn.held):
                 raise Skip("nothing is cut")
             healed = [f"{link.a}-{link.b}" for link in self.links]
             healed += [f"{name}-voters" for name in self.voter_cuts]
@@ -372,7 +372,8 @@ class Live:
                 self.heal_link(link)
             self.heal_voters()
             released = self.holds.release(self.sim)
-            return {"links": healed, "alter_partition_dropped": released}, 0.0
+            late = txn_steps.release_held_end(self, self.txn)
+            return {"links": healed, "alter_partition_dropped": released, **late}, 0.0
         view = self.view()
         for a in roles.candidates(step.a, view):
             for b in roles.candidates(step.b, view):
@@ -426,10 +427,10 @@ class Live:
         return txn_steps.write(self, self.txn, step)
 
     def _do_txncommit(self, step: kinds.TxnCommit) -> tuple[dict[str, Any], float]:
-        return txn_steps.end(self, self.txn, txn_steps.COMMIT)
+        return txn_steps.end(self, self.txn, txn_steps.COMMIT, step.held)
 
     def _do_txnabort(self, step: kinds.TxnAbort) -> tuple[dict[str, Any], float]:
-        return txn_steps.end(self, self.txn, txn_steps.ABORT)
+        return txn_steps.end(self, self.txn, txn_steps.ABORT, step.held)
 
     def _do_kill(self, step: kinds.Kill) -> tuple[dict[str, Any], float]:
         view = self.view()

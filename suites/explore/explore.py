@@ -61,6 +61,7 @@ class ExploreOptions:
     jbod: bool = False  # two log dirs per broker, and moves between them
     reassign: bool = False  # reassignments (KRaft), on four brokers
     coordinator: bool = False  # kills, pauses and cuts of the transaction coordinator (KRaft)
+    late_ends: bool = False  # commits and aborts whose first EndTxn is held (KRaft)
     power_models: tuple[str, ...] = (CUT,)  # drawn per power-loss step (runrecord.power)
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
@@ -490,6 +491,7 @@ def draw_options(
         jbod=options.jbod,
         reassign=options.reassign,
         coordinator=options.coordinator,
+        late_ends=options.late_ends,
         # A broker beside three replicas, for a reassignment to add.
         brokers=4 if options.reassign else 3,
     )

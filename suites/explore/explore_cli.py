@@ -75,6 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "its log when the step runs) besides the partition's brokers (KRaft only)",
     )
     parser.add_argument(
+        "--late-endtxn",
+        action="store_true",
+        help="let commits and aborts have their first EndTxn held on the wire until a heal "
+        "of every cut, which delivers it late, into whatever transaction is open by then "
+        "(KAFKA-17754; KRaft only)",
+    )
+    parser.add_argument(
         "--power-models",
         default=CUT,
         metavar="M,...",
@@ -172,6 +179,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         jbod=args.jbod,
         reassign=args.reassign,
         coordinator=args.coordinator,
+        late_ends=args.late_endtxn,
         power_models=models,
         guided=not args.no_guidance,
         pool=args.pool,
@@ -206,6 +214,8 @@ def main(args: argparse.Namespace) -> int:
         raise SetupError(
             "--coordinator: transactional steps, and so the coordinator, are drawn in KRaft only"
         )
+    if options.late_ends and mode != "kraft":
+        raise SetupError("--late-endtxn: transactional steps are drawn in KRaft only")
     stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
     out = Path(args.out or f"runs/explore-{release}-{mode}-seed{options.seed}-{stamp}").resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -125,6 +125,9 @@ class DrawOptions:
     # KRaft: kill, pause and cut steps may name the transaction coordinator. Off, nothing is
     # drawn for it, so that a seed gives the schedules it always did.
     coordinator: bool = False
+    # KRaft: commits and aborts may have their first EndTxn held on the wire until a heal
+    # (KAFKA-17754). Off, nothing is drawn for it, as for `coordinator`.
+    late_ends: bool = False
 
 
 def explore_shape(options: DrawOptions, lag_ms: int = 600000) -> DrawOptions:
@@ -372,6 +375,11 @@ def at_coordinator(options: DrawOptions) -> bool:
     return options.coordinator and options.mode == "kraft"
 
 
+def held_ends(options: DrawOptions) -> bool:
+    """Whether commits and aborts may have their EndTxn held: transactions are drawn in KRaft."""
+    return options.late_ends and options.mode == "kraft"
+
+
 def kind_weights(options: DrawOptions) -> dict[str, float]:
     return {
         k: w
@@ -415,6 +423,16 @@ def _at_coordinator(rng: random.Random, step: Step) -> Step:
     return replace(step, target=Role.COORDINATOR)
 
 
+# Of the commits and aborts drawn with DrawOptions.late_ends, those whose first EndTxn is held.
+HELD_END = 0.4
+
+
+def _held_end(rng: random.Random, step: Step) -> Step:
+    if not isinstance(step, TxnCommit | TxnAbort) or rng.random() >= HELD_END:
+        return step
+    return replace(step, held=True)
+
+
 def next_steps(
     rng: random.Random,
     cluster: Cluster,
@@ -422,6 +440,7 @@ def next_steps(
     weights: dict[str, float],
     power_models: tuple[str, ...] = (CUT,),
     coordinator: bool = False,
+    late_ends: bool = False,
 ) -> tuple[list[Step], Simulator | None]:
     """Draw the next step (or move). With a simulator, only what it says would run now; a
     kind that does not after ATTEMPTS draws is set aside for this position. Returns the
@@ -434,7 +453,8 @@ def next_steps(
                 drawn = _draw_move(rng, cluster, kind)
             else:
                 step = _with_power_model(rng, DRAW[kind](rng, cluster), power_models)
-                drawn = [_at_coordinator(rng, step) if coordinator else step]
+                step = _at_coordinator(rng, step) if coordinator else step
+                drawn = [_held_end(rng, step) if late_ends else step]
             if sim is None:
                 return drawn, None
             trial, kept = sim.copy(), []
@@ -461,8 +481,9 @@ def draw(seed: int, index: int, options: DrawOptions | None = None) -> Schedule:
     steps: list[Step] = []
     while len(steps) < length:
         chosen, sim = next_steps(
-            rng, cluster, sim, weights, options.power_models, at_coordinator(options)
-        )
+            rng, cluster, sim, weights, options.power_models, at_coordinator(options),
+            held_ends(options),
+        )  # fmt: skip
         if not chosen or len(steps) + len(chosen) > options.max_steps:
             break  # nothing can run now, or a move would not fit: the schedule ends here
         steps.extend(chosen)

@@ -31,6 +31,7 @@ from suites.explore.generate import (
     choose,
     draw,
     draw_many,
+    held_ends,
     kind_weights,
     next_steps,
 )
@@ -226,6 +227,7 @@ def mutate(
                 weights,
                 options.power_models,
                 at_coordinator(options),
+                held_ends(options),
             )
             inserted += chosen
         steps[at:at] = inserted

@@ -6,6 +6,7 @@ from __future__ import annotations
 from faults import process
 from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import Aborted, WaitTimeout
+from suites.explore import txn_steps
 from suites.explore.actions import Live
 
 
@@ -30,6 +31,7 @@ def heal_all(live: Live) -> None:
     for link in list(live.links):
         live.heal_link(link)
     released = live.holds.release(live.sim)
+    late = txn_steps.release_held_end(live, live.txn)
     try:
         isr = set(live.state().isr)
     except LogforkError:
@@ -44,5 +46,6 @@ def heal_all(live: Live) -> None:
                 raise
             live.exited[b] = f"{exc}"[:300] + "\n" + live.node(b).tail_log()
     live.ctx.timeline.record(
-        "heal", "everything", exited=sorted(live.exited), alter_partition_dropped=released
-    )
+        "heal", "everything", exited=sorted(live.exited), alter_partition_dropped=released,
+        **late,
+    )  # fmt: skip

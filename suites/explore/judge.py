@@ -271,7 +271,7 @@ def judge_partition(
         return (
             HANGING,
             f"a transaction hangs from offset {seen.hanging[0]}{said}: open on disk past its "
-            "timeout, its marker gone, so read_committed consumers stop there for good",
+            "timeout, with no marker after it, so read_committed consumers stop there for good",
             None,
         )
     if seen.torn:

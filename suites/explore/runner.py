@@ -105,6 +105,7 @@ def compare(
     controller_after: tuple[tuple[int, int], ...] = (),
     power_cuts: tuple[PowerCut, ...] = (),
     coordinator_at: tuple[tuple[int, int], ...] = (),
+    unknown: tuple[str, ...] = (),
 ) -> Comparison:
     """The model's failure kind for the schedule's partition beside the brokers'. With the
     schedule, a disagreement is looked up among the outcomes the model allows where the run
@@ -115,7 +116,8 @@ def compare(
     decide: the run tells the model (`power_cuts`), which predicts again with it, or says
     it cannot predict when a file it does not follow was rolled back. Steps the transaction
     coordinator could not serve (`StepResult.unserved`), and the coordinator a step naming
-    it found (`coordinator_at`), are told alike."""
+    it found (`coordinator_at`), are told alike. `unknown`: what the run saw that the model
+    cannot follow (a held EndTxn whose coordinator had changed when it was released)."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
     told = tuple(
         (c.step, c.ends[SCHEDULE_PARTITION][1])
@@ -157,7 +159,7 @@ def compare(
     # or may not have reached the log: the client routes by its own metadata (to a zombie
     # leader cut off from the quorum, say), which the model does not follow.
     acked = {m.index: m.targets.get("acknowledged") for m in model}
-    unknown = [
+    unacked = [
         f"the transactional write at step {r.index} was not acknowledged, where the model's "
         "was: whether it reached the log is unknown"
         for r in real
@@ -173,7 +175,9 @@ def compare(
                 for c in power_cuts
                 if c.unmodelled
             ),
+            *unacked,
             *unknown,
+            *prediction.unpredictable,
         ]
     )
     if not comparison.agree and schedule is not None and not comparison.unpredictable:
@@ -478,6 +482,7 @@ def _body(
         tuple(live.controllers),
         tuple(live.power_cuts),
         tuple(live.coordinators),
+        tuple(live.txn.unknown),
     )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict

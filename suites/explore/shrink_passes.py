@@ -21,6 +21,7 @@ from runrecord.schedule import (
     Role,
     Schedule,
     Step,
+    TxnEnd,
     Wait,
     step_targets,
 )
@@ -152,6 +153,8 @@ def _reduce(current: Schedule, s: Trier) -> Schedule | None:
             elif isinstance(step, MoveDir | Reassign) and step.throttle:
                 # Unthrottled, a move is swapped in, a reassignment done, within its step.
                 options = [(replace(step, throttle=None), "throttle dropped")]
+            elif isinstance(step, TxnEnd) and step.held:
+                options = [(replace(step, held=None), "EndTxn no longer held")]
             elif isinstance(step, Wait) and step.seconds > 1:
                 options = [
                     (replace(step, seconds=v), f"wait {step.seconds:g} -> {v:g} s")

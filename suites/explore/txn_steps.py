@@ -10,19 +10,33 @@ previous transaction's markers written before another begins (the coordinator an
 CONCURRENT_TRANSACTIONS until then), and a coordinator that can answer and reach the
 partition's leader. The coordinator is not modelled: a step it could not serve is skipped
 here, and the model never sees it.
+
+A commit or abort with `held` has its first EndTxn held on the wire at the coordinator
+(`faults.filters.hold_first_client_request`): the client times out on it, retries on a new
+connection and ends the transaction, and the held request stays in the host's send queue
+until the heal of every cut delivers it, late (KAFKA-17754). The step proves the hold (the
+filter dropped it, and its bytes are still in flight); the heal proves the delivery.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaException
 from kazoo.exceptions import NoNodeError
 
 from checkers.coordinator_log import TXN_STATE_TOPIC
-from checkers.simulate.transactions import ABORT, COMMIT, FAILED_TXN, TXN_TIMEOUT_S
+from checkers.simulate.transactions import (
+    ABORT,
+    COMMIT,
+    FAILED_TXN,
+    TXN_TIMEOUT_S,
+    cannot_hold_end,
+)
 from checkers.txn_reads import PartitionRead, TxnReadCheck, check_txn_reads
+from faults import filters
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
@@ -51,10 +65,30 @@ TXN_TIMEOUT_MS = int(TXN_TIMEOUT_S * 1000)
 MARKERS_WAIT = 5.0  # for the last transaction's markers to be committed before another
 END_TIMEOUT = 30.0  # for the coordinator to answer a commit or an abort
 STEPS = (kinds.TxnWrite, kinds.TxnCommit, kinds.TxnAbort)
+# How long the client waits on a request before it retries it on a new connection
+# (librdkafka's socket.timeout.ms, 60 s by default), in a schedule that holds an EndTxn:
+# longer than a broker takes to answer an acks=all write (REQUEST_TIMEOUT), so that only a
+# held request is retried, and short enough for the retry to end the transaction within
+# END_TIMEOUT.
+HELD_RETRY_MS = 10_000
 
 
 def uses_transactions(schedule: Schedule) -> bool:
     return any(isinstance(s, STEPS) for s in schedule.steps)
+
+
+def holds_end(schedule: Schedule) -> bool:
+    return any(isinstance(s, kinds.TxnEnd) and s.held for s in schedule.steps)
+
+
+@dataclass
+class HeldEnd:
+    """An EndTxn held on the wire at the coordinator, until a heal."""
+
+    filter: filters.Filter
+    coordinator: int
+    incarnation: str | None  # the coordinator's container start: a restart loses the request
+    kind: str  # COMMIT or ABORT
 
 
 class Runner(Protocol):
@@ -85,6 +119,11 @@ class Transactional:
         self.failed = False  # a write of the open transaction was not acknowledged
         self.began = 0.0  # when the transaction open or last ended began
         self.written = 0  # batches written
+        self.held: HeldEnd | None = None
+        # A held EndTxn was delivered while the client had a transaction open: the
+        # coordinator ended it, and the client's next end may be refused.
+        self.late = False
+        self.unknown: list[str] = []  # what the model cannot be told (runner.compare)
 
     def client(self, run: Runner) -> TransactionalProducer:
         if self.producer is None:
@@ -94,6 +133,8 @@ class Transactional:
                 "request.timeout.ms": int(self.request_timeout * 1000),
                 "message.timeout.ms": int(self.timeout * 1000),
             }
+            if holds_end(run.schedule):
+                conf["socket.timeout.ms"] = HELD_RETRY_MS
             try:
                 self.producer = TransactionalProducer(
                     run.cluster, run.ctx.history, self.id, timeout_ms=TXN_TIMEOUT_MS, **conf
@@ -229,7 +270,13 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
             producer.send(run.topic, 0, f"{tag}-{i}", f"{run.topic}-{tag}-{i}")
         sends = producer.flush(txn.timeout + 10)[-step.count :]  # this step's, of its txn's
     except (KafkaException, LogforkError) as exc:  # the client's errors, TxnFailed among them
-        raise NotReached("the transactional producer writing to the leader", str(exc)) from None
+        if not txn.late:
+            raise NotReached("the transactional producer writing to the leader", str(exc)) from None
+        # A producer going on with a transaction a late EndTxn ended may be refused for
+        # good (KIP-890 part 1's verification, from 3.6): what the model cannot predict.
+        txn.open = False
+        txn.close()
+        return {"to": leader, "acknowledged": False, "error": str(exc)}, 0.0
     txn.written += 1
     errors = sorted({s.error for s in sends if s.error})
     offsets = [s.offset for s in sends if s.offset is not None]
@@ -254,23 +301,91 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
     return {"to": leader, "acknowledged": acknowledged, "transaction": producer.label}, waits
 
 
-def end(run: Runner, txn: Transactional, kind: str) -> tuple[dict[str, Any], float]:
+def end(
+    run: Runner, txn: Transactional, kind: str, held: bool | None = None
+) -> tuple[dict[str, Any], float]:
     """Commit or abort the open transaction. A commit the producer cannot make (one of its
-    writes failed) becomes an abort, as the model has it."""
+    writes failed) becomes an abort, as the model has it. With `held`, its first EndTxn is
+    held at the coordinator until a heal."""
     if not txn.open:
         raise Skip("no transaction is open")
+    why = held and cannot_hold_end(txn.held is not None)
+    if why:
+        raise Skip(why)
     view = run.view()
     if view.leader is not None:
         _coordinator(run, view.leader, markers=True)
     producer = txn.client(run)
     label = producer.label
+    hold = _hold_end(run) if held else None
     outcome = producer.commit(END_TIMEOUT) if kind == COMMIT else producer.abort(END_TIMEOUT)
-    if outcome not in (COMMITTED, ABORTED):
+    marker = {COMMITTED: COMMIT, ABORTED: ABORT}.get(outcome)
+    if marker is None and not txn.late:
+        if hold is not None:
+            hold.filter.heal()
         raise NotReached(f"the coordinator answering the {kind.lower()} of {label}", outcome)
     txn.open = False
-    marker = COMMIT if outcome == COMMITTED else ABORT
-    run.ctx.timeline.record("note", "transaction-ended", transaction=label, marker=marker)
-    return {"transaction": label, "marker": marker}, 0.0
+    targets: dict[str, Any] = {"transaction": label, "marker": marker}
+    if marker is None:
+        # After a late EndTxn ended its transaction, the coordinator may refuse the
+        # client's own end (INVALID_TXN_STATE): what the model cannot predict.
+        targets["outcome"] = outcome
+        txn.close()
+    if hold is not None and marker is None:
+        hold.filter.heal()
+    elif hold is not None:
+        targets["held_bytes"] = _prove_held(hold)
+        hold.kind = marker
+        txn.held = hold
+    run.ctx.timeline.record("note", "transaction-ended", **targets)
+    return targets, 0.0
+
+
+def _hold_end(run: Runner) -> HeldEnd:
+    c = coordinator(run.cluster)
+    if c is None:
+        raise Unserved("the transaction coordinator's log has no leader")
+    node = run.cluster.broker(c)
+    hold = filters.hold_first_client_request(run.cluster, node, filters.END_TXN, "EndTxn")
+    return HeldEnd(hold, c, node.started_at(), COMMIT)
+
+
+def _prove_held(hold: HeldEnd) -> int:
+    """The hold's effect: the filter dropped the first EndTxn, and the connection the client
+    gave up on still holds it, unacknowledged."""
+    try:
+        hold.filter.await_dropped("the transaction's first EndTxn held")
+        held = filters.held_in_flight(hold.filter.node)
+        if held == 0:
+            raise NotReached(
+                "the held EndTxn pending on a connection the client closed", "0 bytes in flight"
+            )
+    except NotReached:
+        hold.filter.heal()
+        raise
+    return held
+
+
+def release_held_end(run: Runner, txn: Transactional) -> dict[str, Any]:
+    """The heal of every cut: the held EndTxn, if any, delivered to the coordinator it was
+    held at. Where that broker restarted, is paused or is no longer the coordinator, what
+    the request does is not the model's to say (`Transactional.unknown`)."""
+    held, txn.held = txn.held, None
+    if held is None:
+        return {}
+    held.filter.heal()
+    node = held.filter.node
+    now = coordinator(run.cluster)
+    if node.status() != "running" or node.started_at() != held.incarnation:
+        seen = f"broker {held.coordinator} {node.status()}, or restarted, since"
+    elif now != held.coordinator:
+        seen = f"the coordinator is broker {now} by then"
+    else:
+        filters.await_held_delivered(held.filter, "the held EndTxn delivered to the coordinator")
+        txn.late |= txn.open
+        return {"late_end": "delivered", "coordinator": held.coordinator}
+    txn.unknown.append(f"the {held.kind} held at broker {held.coordinator} was released: {seen}")
+    return {"late_end": "unknown", "coordinator": held.coordinator}
 
 
 def committed_reads(run: Runner, txn: Transactional) -> TxnReadCheck | None:

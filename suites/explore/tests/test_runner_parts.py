@@ -107,6 +107,23 @@ def test_a_transactional_write_not_acknowledged_leaves_the_model_unable_to_predi
     assert compare(prediction, held, failed, real, schedule).unpredictable == ""
 
 
+def test_a_late_endtxn_the_model_cannot_follow_counts_apart() -> None:
+    schedule = load_schedule(EXAMPLE.with_name("kraft-late-endtxn.json"))
+    prediction = simulate(schedule, "4.3.1")
+    held = Judgement(None, "held", partitions={0: None, 1: None})
+    real = _real(["done"] * len(schedule.steps))
+    assert compare(prediction, held, prediction.steps, real, schedule).unpredictable == ""
+    # The coordinator the abort was held at had restarted when the heal released it.
+    lost = "the ABORT held at broker 2 was released: broker 2 running, or restarted, since"
+    c = compare(prediction, held, prediction.steps, real, schedule, unknown=(lost,))
+    assert c.unpredictable == lost
+    # The producer going on after the late abort ended its transaction: the model says so.
+    going_on = replace(schedule, steps=(*schedule.steps, schedule.steps[2]))
+    prediction = simulate(going_on, "4.3.1")
+    c = compare(prediction, held, prediction.steps, _real(["done"] * 5), going_on)
+    assert "the producer goes on at step 4" in c.unpredictable
+
+
 def test_evidence_takes_the_topic_and_what_lies_beside_it(tmp_path: Path) -> None:
     names = ("s-1-0", "s-1-1", "s-10-0", "other-0", "__cluster_metadata-0", "s-1-0.abc-delete")
     for name in (*names, "__transaction_state-0"):
