@@ -1,5 +1,5 @@
-"""What read_committed consumers read, judged against the transactional producers' history:
-the client-side half of the transaction checks (the disk half is `checkers.transactions`).
+"""What consumers read, judged against the transactional producers' history: the
+client-side half of the transaction checks (the disk half is `checkers.transactions`).
 
 The checks are those Jepsen's Elle runs on Kafka's transactions (KIP-98's promises to a
 read_committed consumer), made exact by offsets:
@@ -14,6 +14,10 @@ read_committed consumer), made exact by offsets:
   given, which the broker never hands to read_committed consumers;
 - out of order: one partition's records read in other than increasing offsets.
 
+A read_uncommitted consumer reads to the high watermark, aborted records too: it must read
+every acknowledged transactional write below its end, whatever its transaction's outcome
+(lost write), nothing at or past the high watermark, and in offset order.
+
 A pure function of plain data: the sends (`runrecord.history.Send`s or their dicts) and the
 reads, per partition, with the end each reader reached.
 """
@@ -22,32 +26,36 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
-from runrecord.history import ABORTED, COMMITTED
-from runrecord.outcome import ABORTED_READ, OUT_OF_ORDER, PAST_STABLE, TORN_TRANSACTION
+from runrecord.history import ABORTED, COMMITTED, READ_COMMITTED, ReadPass, ReadRecord
+from runrecord.outcome import (
+    ABORTED_READ,
+    OUT_OF_ORDER,
+    PAST_HIGH_WATERMARK,
+    PAST_STABLE,
+    TORN_TRANSACTION,
+)
 
 TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)
-class ReadRecord:
-    offset: int
-    key: str | None
-    value: str | None
-
-
-@dataclass(frozen=True)
 class PartitionRead:
-    """One read_committed consumer's pass over a partition, from its start to `end`: the
-    partition's last stable offset asked for once the pass is over. The last stable offset
-    never goes back, so a record at or past it was never stable; one asked for before the
-    pass may be passed by a marker landing meanwhile."""
+    """One consumer's pass over a partition, from its start to `end`: the partition's last
+    stable offset (read_committed) or high watermark (read_uncommitted) asked for once the
+    pass is over. Neither ever goes back, so a record at or past it was never there to be
+    read; one asked for before the pass may be passed by a marker landing meanwhile."""
 
     records: Sequence[ReadRecord]
     end: int
+    isolation: str = READ_COMMITTED
+
+    @classmethod
+    def of(cls, read: ReadPass) -> PartitionRead:
+        return cls(read.records, read.end, read.isolation)
 
 
 @dataclass(frozen=True)
@@ -58,11 +66,12 @@ class Anomaly:
     offset: int
     transaction: str | None  # the transaction's label in the history, where one applies
     detail: str
+    isolation: str = READ_COMMITTED  # the reader's
 
 
 LOST_WRITE = "lost-write"
 TORN = TORN_TRANSACTION
-KINDS = (ABORTED_READ, LOST_WRITE, TORN, PAST_STABLE, OUT_OF_ORDER)
+KINDS = (ABORTED_READ, LOST_WRITE, TORN, PAST_STABLE, PAST_HIGH_WATERMARK, OUT_OF_ORDER)
 
 
 @dataclass
@@ -86,6 +95,21 @@ class TxnReadCheck:
         }
 
 
+def check_read_passes(sends: Iterable[Any], passes: Iterable[ReadPass]) -> TxnReadCheck:
+    """Judge passes of both isolation levels (the last of each per partition)."""
+    sends = list(sends)
+    by_level: dict[str, dict[TopicPartition, PartitionRead]] = defaultdict(dict)
+    for p in passes:
+        by_level[p.isolation][(p.topic, p.partition)] = PartitionRead.of(p)
+    check = TxnReadCheck()
+    for _, reads in sorted(by_level.items()):
+        one = check_txn_reads(sends, reads)
+        check.anomalies += one.anomalies
+        check.read += one.read
+        check.transactions = max(check.transactions, one.transactions)
+    return check
+
+
 def _plain(send: Any) -> Mapping[str, Any]:
     return send if isinstance(send, Mapping) else vars(send)
 
@@ -96,6 +120,10 @@ def check_txn_reads(
     """Judge the reads of every partition in `reads` against the acknowledged transactional
     sends to it (sends without a `txn` label are not judged; partitions nobody read are not
     either)."""
+    levels = {r.isolation for r in reads.values()}
+    if len(levels) > 1:
+        raise ValueError(f"reads of one isolation level at a time, not {sorted(levels)}")
+    level = levels.pop() if levels else READ_COMMITTED
     check = TxnReadCheck(read=sum(len(r.records) for r in reads.values()))
     at: dict[TopicPartition, dict[int, ReadRecord]] = {}
     for tp, read in sorted(reads.items()):
@@ -104,12 +132,13 @@ def check_txn_reads(
         for before, after in pairwise(offsets):
             if after <= before:
                 check.anomalies.append(
-                    Anomaly(OUT_OF_ORDER, *tp, after, None, f"read after offset {before}")
+                    Anomaly(OUT_OF_ORDER, *tp, after, None, f"read after offset {before}", level)
                 )
+        past = PAST_STABLE if read.isolation == READ_COMMITTED else PAST_HIGH_WATERMARK
         for r in read.records:
             if r.offset >= read.end:
                 check.anomalies.append(
-                    Anomaly(PAST_STABLE, *tp, r.offset, None, f"the reader's end was {read.end}")
+                    Anomaly(past, *tp, r.offset, None, f"the reader's end was {read.end}", level)
                 )
     by_txn: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for send in map(_plain, sends):
@@ -118,7 +147,8 @@ def check_txn_reads(
             by_txn[send["txn"]].append(send)
     check.transactions = len(by_txn)
     for txn, txn_sends in sorted(by_txn.items()):
-        check.anomalies += _judge_transaction(txn, txn_sends, reads, at)
+        found = _judge_transaction(txn, txn_sends, reads, at, level)
+        check.anomalies += [replace(a, isolation=level) for a in found]
     return check
 
 
@@ -127,6 +157,7 @@ def _judge_transaction(
     sends: list[Mapping[str, Any]],
     reads: Mapping[TopicPartition, PartitionRead],
     at: Mapping[TopicPartition, Mapping[int, ReadRecord]],
+    level: str,
 ) -> list[Anomaly]:
     outcome = sends[0].get("transaction")
     seen, unseen = [], []
@@ -138,6 +169,10 @@ def _judge_transaction(
         elif offset < reads[tp].end:
             unseen.append(send)  # below where the reader got to, and not read
     out = []
+    if level != READ_COMMITTED:
+        # Aborted or not, an acknowledged write stays in the log under its marker.
+        why = f"acknowledged ({outcome or 'its end unknown'}), below the reader's end"
+        return [_anomaly(LOST_WRITE, send, txn, why) for send in unseen]
     if outcome == ABORTED:
         for send in seen:
             out.append(_anomaly(ABORTED_READ, send, txn, "its transaction was aborted"))

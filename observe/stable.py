@@ -1,5 +1,5 @@
 """What clients of a transactional partition see: its last stable offset beside its high
-watermark, and what a read_committed consumer reads.
+watermark, and what a read_committed or read_uncommitted consumer reads.
 
 The last stable offset (KIP-98) is the first offset of the earliest transaction still open
 on the leader, or the high watermark when none is: a read_committed consumer reads no
@@ -9,15 +9,16 @@ isolation level (ListOffsets v2, KIP-98).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from checkers.txn_reads import ReadRecord
 from fixtures.errors import LogforkError
 from fixtures.waiting import wait_until
+from runrecord.history import READ_COMMITTED, ReadPass, ReadRecord
 
 if TYPE_CHECKING:
     from fixtures.cluster import Cluster
@@ -56,17 +57,22 @@ def stable_offsets(cluster: Cluster, topic: str, partition: int = 0) -> StableOf
     return StableOffsets(lso, hw)
 
 
-def read_committed(
-    cluster: Cluster, topic: str, partition: int = 0, *, timeout: float = 60.0
+def read_partition(
+    cluster: Cluster,
+    topic: str,
+    partition: int = 0,
+    *,
+    isolation: str = READ_COMMITTED,
+    timeout: float = 60.0,
 ) -> list[ReadRecord]:
-    """The records a read_committed consumer reads from the start of the partition until it
-    reaches the end it is allowed to see (librdkafka signals the end of a read_committed
-    partition at the last stable offset)."""
+    """The records a consumer at `isolation` reads from the start of the partition until it
+    reaches the end it is allowed to see (librdkafka signals the end of a partition at the
+    last stable offset for read_committed, at the high watermark for read_uncommitted)."""
     consumer = Consumer(
         {
             **cluster.client_config(),
-            "group.id": "logfork-read-committed",
-            "isolation.level": "read_committed",
+            "group.id": f"logfork-{isolation}",
+            "isolation.level": isolation,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": True,
@@ -84,14 +90,14 @@ def read_committed(
             return False
         if msg.error().code() == KafkaError._PARTITION_EOF:
             return True
-        raise LogforkError(f"reading {topic}-{partition} read_committed: {msg.error().str()}")
+        raise LogforkError(f"reading {topic}-{partition} {isolation}: {msg.error().str()}")
 
     try:
         consumer.assign([TopicPartition(topic, partition, 0)])
         wait_until(
             poll,
             bool,
-            what=f"a read_committed consumer of {topic}-{partition} to reach its end",
+            what=f"a {isolation} consumer of {topic}-{partition} to reach its end",
             timeout=timeout,
             interval=0,
             max_interval=0,
@@ -100,3 +106,14 @@ def read_committed(
     finally:
         consumer.close()
     return records
+
+
+def read_pass(cluster: Cluster, topic: str, partition: int = 0, *, isolation: str) -> ReadPass:
+    """One pass over the partition at `isolation`, with the end it reached: the last stable
+    offset or the high watermark, asked for after the pass (neither ever goes back, so
+    whatever the consumer was handed lies below it). For the history (`History.add_read`)."""
+    started = time.time()
+    records = read_partition(cluster, topic, partition, isolation=isolation)
+    offsets = stable_offsets(cluster, topic, partition)
+    end = offsets.last_stable if isolation == READ_COMMITTED else offsets.high_watermark
+    return ReadPass(topic, partition, isolation, end, started, time.time(), records)

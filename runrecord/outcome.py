@@ -44,6 +44,7 @@ ABORTED_READ = "aborted-read"
 # A read_committed consumer handed a record at or past the last stable offset, or one
 # partition's records out of offset order (checkers.txn_reads).
 PAST_STABLE = "read-past-stable-offset"
+PAST_HIGH_WATERMARK = "read-past-high-watermark"  # ... a read_uncommitted consumer, past it
 OUT_OF_ORDER = "out-of-order"
 # One idempotent write appended twice to a replica (checkers.transactions).
 DUPLICATE_SEQUENCE = "duplicate-sequence"
@@ -63,7 +64,8 @@ EPOCH_CACHE_LOST = "epoch-cache-lost"
 LEFT_BEHIND = "replica-left-behind"
 SYMPTOM_KINDS = (
     CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING,
-    TORN_TRANSACTION, ABORTED_READ, PAST_STABLE, OUT_OF_ORDER, DUPLICATE_SEQUENCE, RECREATED,
+    TORN_TRANSACTION, ABORTED_READ, PAST_STABLE, PAST_HIGH_WATERMARK, OUT_OF_ORDER,
+    DUPLICATE_SEQUENCE, RECREATED,
     FETCH_LOOP, EPOCH_CACHE_LOST, LEFT_BEHIND,
 )  # fmt: skip
 

@@ -2,7 +2,7 @@
 
     runs/<scenario>-<release>-<mode>-<run id>/
       run.json  verdict.json  cluster.json  audit.json  conformance.json  state-history.json
-      timeline.jsonl  producer.jsonl  states.jsonl
+      timeline.jsonl  producer.jsonl  reads.jsonl  states.jsonl
       nodes/<node>/{config,data,logs}/   tables/   error.txt (a logfork bug: its traceback)
 
 Writers go through here; readers get typed records or a `RunRecordError` naming the file.
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from runrecord.audit import AuditFile
 from runrecord.conformance import Conformance
 from runrecord.events import Event
-from runrecord.history import Send
+from runrecord.history import ReadPass, Send
 from runrecord.run import ClusterInfo, RunInfo, Verdict
 from runrecord.states import StateHistory, StateRecord
 from runrecord.typed import JsonLines, read_json, read_lines, write_json
@@ -30,6 +30,7 @@ CONFORMANCE_JSON = "conformance.json"
 STATE_HISTORY_JSON = "state-history.json"
 TIMELINE = "timeline.jsonl"
 PRODUCER = "producer.jsonl"
+READS = "reads.jsonl"
 STATES = "states.jsonl"
 ERROR_TXT = "error.txt"
 NODES = "nodes"
@@ -105,6 +106,9 @@ class RunDir:
     def producer_writer(self) -> JsonLines:
         return JsonLines(self.producer_path, "producer")
 
+    def reads_writer(self) -> JsonLines:
+        return JsonLines(self.path / READS, "reads")
+
     def states_writer(self) -> JsonLines:
         return JsonLines(self.states_path, "states")
 
@@ -135,6 +139,9 @@ class RunDir:
 
     def sends(self) -> tuple[list[Send], list[str]]:
         return self._lines(Send, PRODUCER)
+
+    def reads(self) -> tuple[list[ReadPass], list[str]]:
+        return self._lines(ReadPass, READS)
 
     def _optional(self, cls: type[T], name: str) -> T | None:
         path = self.path / name

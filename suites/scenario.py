@@ -307,7 +307,7 @@ def run(
     cluster.run_dir = record.path
     record.path.mkdir(parents=True, exist_ok=True)
     cluster.timeline = timeline = Timeline(record.timeline_writer())
-    history = History(record.producer_writer())
+    history = History(record.producer_writer(), record.reads_writer)
     info = RunInfo(
         scenario=scenario.id,
         title=scenario.title,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -20,17 +20,35 @@ from checkers.records import Record
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError
 from fixtures.waiting import wait_until
-from runrecord.history import Send
+from runrecord.history import ReadPass, Send
 from runrecord.typed import JsonLines
 
 
 class History:
-    """All sends of a run, appended to producer.jsonl in the run directory as they complete."""
+    """All sends of a run, appended to producer.jsonl in the run directory as they complete,
+    and every consumer's pass over a partition, appended to reads.jsonl (made at the first:
+    most runs read nothing)."""
 
-    def __init__(self, writer: JsonLines | None = None) -> None:
+    def __init__(
+        self,
+        writer: JsonLines | None = None,
+        reads_writer: Callable[[], JsonLines] | None = None,
+    ) -> None:
         self.writer = writer
         self.sends: list[Send] = []
+        self.reads: list[ReadPass] = []
+        self._reads_writer = reads_writer
+        self._reads_file: JsonLines | None = None
         self._lock = threading.Lock()
+
+    def add_read(self, read: ReadPass) -> ReadPass:
+        with self._lock:
+            self.reads.append(read)
+            if self._reads_file is None and self._reads_writer is not None:
+                self._reads_file = self._reads_writer()
+        if self._reads_file is not None:
+            self._reads_file.append(read)
+        return read
 
     def add(self, send: Send) -> None:
         with self._lock:

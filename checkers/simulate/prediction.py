@@ -51,6 +51,7 @@ class Prediction:
     # (its last stable offset, for good: KAFKA-20716), or None.
     hanging: int | None = None
     transactions: int = 0  # transactions begun
+    late_ends: int = 0  # late EndTxns that ended a transaction the producer had open
     # Why the model cannot predict the schedule, from its own steps (`Transactions`).
     unpredictable: tuple[str, ...] = ()
 
@@ -162,5 +163,6 @@ def predict(sim: Transactions) -> Prediction:
         last_known_elections=sim.last_known_elections,
         hanging=open_transaction(lead.batches) if lead else None,
         transactions=sim.txns,
+        late_ends=sim.late_ended,
         unpredictable=tuple(sim.cannot_predict),
     )

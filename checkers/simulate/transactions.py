@@ -86,7 +86,7 @@ class Transactions(Replication):
         self.markers: list[Marker] = []
         self.held_end: str | None = None  # the kind of the EndTxn held on the wire
         self.held_fenced = False  # ... sent before an epoch bump: the coordinator fences it
-        self.late_ended = False  # a late EndTxn ended a transaction the producer had open
+        self.late_ended = 0  # late EndTxns that ended a transaction the producer had open
         self.cannot_predict: list[str] = []  # why the model cannot predict the schedule
 
     def pending_markers(self) -> list[Marker]:
@@ -183,7 +183,7 @@ class Transactions(Replication):
             self._event(f"the late {kind} finds no transaction open: nothing changes")
             return "nothing open"
         self.end_txn(kind, "a late EndTxn")
-        self.late_ended = True
+        self.late_ended += 1
         return f"ended transaction {self.markers[-1].txn}"
 
     def _write(

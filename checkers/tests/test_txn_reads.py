@@ -1,4 +1,4 @@
-"""What read_committed consumers read, judged against crafted transactional histories."""
+"""What consumers read, judged against crafted transactional histories."""
 
 from checkers.txn_reads import (
     ABORTED_READ,
@@ -8,9 +8,19 @@ from checkers.txn_reads import (
     TORN,
     PartitionRead,
     ReadRecord,
+    check_read_passes,
     check_txn_reads,
 )
-from runrecord.history import ABORTED, COMMITTED, IN_DOUBT, Send
+from runrecord.history import (
+    ABORTED,
+    COMMITTED,
+    IN_DOUBT,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    ReadPass,
+    Send,
+)
+from runrecord.outcome import PAST_HIGH_WATERMARK
 
 
 def send(txn, outcome, offset, partition=0, topic="t"):
@@ -78,3 +88,36 @@ def test_unlabelled_sends_and_unread_partitions_are_not_judged():
     plain = Send("t", "k", "v", "all", 0.0, partition=0, offset=0)
     elsewhere = send("t#1", COMMITTED, 0, partition=7)
     assert check_txn_reads([plain, elsewhere], {("t", 0): read([], 1)}).clean
+
+
+def uncommitted(offsets, end, partition=0):
+    records = [ReadRecord(o, f"k{o}", f"v{partition}-{o}") for o in offsets]
+    return ReadPass("t", partition, READ_UNCOMMITTED, end, 0.0, 0.0, records)
+
+
+def test_a_read_uncommitted_consumer_reads_every_acknowledged_write_aborted_or_not():
+    sends = [send("t#1", COMMITTED, 0), send("t#2", ABORTED, 2), send("t#3", IN_DOUBT, 4)]
+    # Markers at 1 and 3 hold nothing a consumer is handed.
+    assert check_read_passes(sends, [uncommitted([0, 2, 4], 5)]).clean
+    check = check_read_passes(sends, [uncommitted([0, 4], 5)])
+    assert kinds(check) == [(LOST_WRITE, 0, 2)]
+    assert check.anomalies[0].isolation == READ_UNCOMMITTED
+    # Below its end only: the high watermark it was given.
+    assert check_read_passes(sends, [uncommitted([0], 2)]).clean
+
+
+def test_read_uncommitted_order_and_reads_past_the_high_watermark():
+    check = check_read_passes([], [uncommitted([0, 2, 1, 5], 5)])
+    assert kinds(check) == [(OUT_OF_ORDER, 0, 1), (PAST_HIGH_WATERMARK, 0, 5)]
+
+
+def test_both_levels_are_judged_each_by_its_own_rules():
+    sends = [send("t#1", ABORTED, 0)]
+    committed = ReadPass("t", 0, READ_COMMITTED, 2, 0.0, 0.0, [])
+    check = check_read_passes(sends, [committed, uncommitted([0], 2)])
+    assert check.clean and check.read == 1 and check.transactions == 1
+    # An aborted record is not the committed reader's to see, and is the other's.
+    committed.records = [ReadRecord(0, "k0", "v0-0")]
+    check = check_read_passes(sends, [committed, uncommitted([], 2)])
+    assert kinds(check) == [(ABORTED_READ, 0, 0), (LOST_WRITE, 0, 0)]
+    assert [a.isolation for a in check.anomalies] == [READ_COMMITTED, READ_UNCOMMITTED]

@@ -61,6 +61,10 @@ def score(p: Prediction) -> float:
     # KIP-966's last-known-leader election: the controller's path out of an empty ISR and
     # ELR, where it elects without the ISR's guarantee (KAFKA-19522 elected a fenced one).
     points += 40 * min(p.last_known_elections, 1)
+    # A late EndTxn ended a transaction its producer believes open (KAFKA-17754); the
+    # producer going on with it is what the model cannot follow, and where a hanging or
+    # torn transaction would come from.
+    points += 40 * min(p.late_ends, 1) + 40 * bool(p.late_ends and p.unpredictable)
     points -= p.skipped
     return points
 
@@ -83,6 +87,7 @@ def signature(p: Prediction) -> str:
             ("risky-election", p.risky_elections > 0),
             ("divergence", p.max_divergent_replicas > 1),
             ("isr-gap", p.isr_gap),
+            ("late-endtxn", p.late_ends > 0),
         )
         what = "near:" + next((name for name, seen in stages if seen), "quiet")
     return f"{what}/{'+'.join(causes) or 'clean'}"

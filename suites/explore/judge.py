@@ -32,7 +32,8 @@ Per partition, in this order:
    against what its coordinator completed in __transaction_state, no idempotent write
    appended twice (checkers.transactions).
 5. A read_committed consumer, once transactions ended, reads no aborted record, every
-   committed transaction whole, nothing past the last stable offset and in offset order
+   committed transaction whole, nothing past the last stable offset and in offset order; a
+   read_uncommitted one nothing past the high watermark, in offset order
    (checkers.txn_reads) -- unless the loss rules below allow losing data, which may take a
    marker with it. A committed write never read is 6's, as an acknowledged write.
 6. No acknowledged acks=all write is lost, unless a rule allows it:
@@ -129,8 +130,8 @@ class Observed:
     # A leader epoch cache that lost an epoch: one a log-dir swap dropped (seen at the
     # move-dir step), or the leader's lacking the epoch it leads in (after the heal).
     epoch_cache_lost: str | None = None
-    # What a read_committed consumer read of the schedule's partition that it must not
-    # have (checkers.txn_reads): (kind, offset, detail).
+    # What consumers read of the schedule's partition that they must not have
+    # (checkers.txn_reads): (kind, offset, detail, which names the reader's isolation).
     read_anomalies: list[tuple[str, int, str]] = field(default_factory=list)
 
 
@@ -291,7 +292,7 @@ def judge_partition(
     excused = ""  # a read anomaly the loss rule allows, said after the losses
     if seen.read_anomalies:
         kind, offset, detail = seen.read_anomalies[0]
-        read = f"a read_committed consumer: {kind} at offset {offset} ({detail})"
+        read = f"what a consumer read: {kind} at offset {offset} ({detail})"
         if not allowed:  # what an unclean election or a power loss may do to a marker
             return kind, read, None
         excused = f"; {read}, allowed: {rule}"

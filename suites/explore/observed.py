@@ -45,7 +45,7 @@ def observe(
     schedule's partition (`stable`: its offsets once every transaction had time to end), and
     the followers still looping on OffsetOutOfRange once converged (`loops`, by partition),
     and the copies of the schedule's partition a reassignment left current (`strays`), and
-    what a read_committed consumer read of it (`reads`)."""
+    what consumers read of it (`reads`)."""
     release = ctx.cluster.release
     partitions = live.schedule.cluster.partitions
     sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
@@ -135,7 +135,7 @@ def observe(
             left_behind=dict(strays or {}) if p == SCHEDULE_PARTITION else {},
             # An acknowledged write lost is the acks=all check's (`durable_lost`).
             read_anomalies=[
-                (a.kind, a.offset, a.detail)
+                (a.kind, a.offset, f"{a.detail}; {a.isolation}")
                 for a in (reads.anomalies if reads is not None else [])
                 if a.kind != LOST_WRITE
             ]

@@ -286,7 +286,7 @@ def _run(
     record.write_run(info)
     timeline = Timeline(record.timeline_writer())
     own_timeline, cluster.timeline = cluster.timeline, timeline
-    history = History(record.producer_writer())
+    history = History(record.producer_writer(), record.reads_writer)
     ctx = RunContext(cluster, history, record)
     started = time.monotonic()
     topic = f"s-{secrets.token_hex(4)}"
@@ -409,7 +409,7 @@ def _body(
     background = Background(cluster, ctx.history, topic, partitions=shape.partitions[1:]).start()
     live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol), marks)
     stable: StableOffsets | None = None  # the schedule's partition once transactions ended
-    reads: TxnReadCheck | None = None  # what a read_committed consumer read of it then
+    reads: TxnReadCheck | None = None  # what consumers read of it then
     loops: dict[int, dict[int, str]] = {}  # partition -> broker -> a fetch loop it logs
     strays: dict[int, str] = {}  # broker -> a copy a reassignment left current on it
     try:
@@ -448,7 +448,7 @@ def _body(
             removed = [b for b in cluster.brokers if b not in live.reassigning]
             strays = left_behind(cluster, topic, SCHEDULE_PARTITION, removed)
             stable = txn_steps.await_transactions_ended(live, live.txn)
-            reads = txn_steps.committed_reads(live, live.txn)
+            reads = txn_steps.client_reads(live, live.txn)
     finally:
         live.txn.close()
         background.stop(timeout=5)

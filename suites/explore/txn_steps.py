@@ -35,15 +35,15 @@ from checkers.simulate.transactions import (
     TXN_TIMEOUT_S,
     cannot_hold_end,
 )
-from checkers.txn_reads import PartitionRead, TxnReadCheck, check_txn_reads
+from checkers.txn_reads import TxnReadCheck, check_read_passes
 from faults import filters
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
-from observe.stable import StableOffsets, read_committed, stable_offsets
+from observe.stable import StableOffsets, read_pass, stable_offsets
 from observe.state import PartitionState, partition_state
 from runrecord import schedule_steps as kinds
-from runrecord.history import ABORTED, COMMITTED
+from runrecord.history import ABORTED, COMMITTED, READ_COMMITTED, READ_UNCOMMITTED
 from runrecord.schedule import Schedule
 from runrecord.schedule_roles import Skip, Unserved
 from suites.clients.api import TxnFailed
@@ -388,21 +388,22 @@ def release_held_end(run: Runner, txn: Transactional) -> dict[str, Any]:
     return {"late_end": "unknown", "coordinator": held.coordinator}
 
 
-def committed_reads(run: Runner, txn: Transactional) -> TxnReadCheck | None:
-    """Once the transactions ended: what a read_committed consumer reads of the schedule's
-    partition, judged against the producer's history (`checkers.txn_reads`); None for a
-    schedule without a transaction."""
+def client_reads(run: Runner, txn: Transactional) -> TxnReadCheck | None:
+    """Once the transactions ended: what a read_committed and then a read_uncommitted
+    consumer read of the schedule's partition, each pass in the history (reads.jsonl),
+    judged against the producer's (`checkers.txn_reads`); None for a schedule without a
+    transaction."""
     if txn.written == 0:
         return None
-    try:
-        records = read_committed(run.cluster, run.topic, 0)
-        # Asked for after the read: the last stable offset never goes back, so whatever the
-        # reader was handed lies below it.
-        end = stable_offsets(run.cluster, run.topic).last_stable
-    except (LogforkError, KafkaException) as exc:
-        raise NotReached(f"a read_committed read of {run.topic}-0", exc) from None
-    check = check_txn_reads(run.ctx.history.sends, {(run.topic, 0): PartitionRead(records, end)})
-    run.ctx.timeline.record("note", "read-committed", **check.to_dict())
+    passes = []
+    for level in (READ_COMMITTED, READ_UNCOMMITTED):
+        try:
+            passes.append(read_pass(run.cluster, run.topic, 0, isolation=level))
+        except (LogforkError, KafkaException) as exc:
+            raise NotReached(f"a {level} read of {run.topic}-0", exc) from None
+        run.ctx.history.add_read(passes[-1])
+    check = check_read_passes(run.ctx.history.sends, passes)
+    run.ctx.timeline.record("note", "client-reads", **check.to_dict())
     return check
 
 

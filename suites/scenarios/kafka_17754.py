@@ -34,15 +34,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from checkers.txn_reads import TORN, PartitionRead, TxnReadCheck, check_txn_reads
+from checkers.txn_reads import TORN, TxnReadCheck, check_read_passes
 from faults import filters
 from fixtures.cluster import ClusterSpec
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.kraft import TRANSACTION_VERSION, feature_level
 from observe.replicas import replica, spans
-from observe.stable import read_committed, stable_offsets
+from observe.stable import read_pass
 from runrecord.conformance import CONFORMS, VIOLATED, Conformance, Statement
-from runrecord.history import ABORTED, Send
+from runrecord.history import ABORTED, READ_COMMITTED, Send
 from runrecord.outcome import CONSISTENT, Symptom
 from suites import steps
 from suites.scenario import Finding, RunContext, Scenario
@@ -105,15 +105,14 @@ def _write(ctx: RunContext, producer: TransactionalProducer, partition: int, val
 
 
 def _reads(ctx: RunContext) -> tuple[TxnReadCheck, dict[str, str]]:
-    reads, seen = {}, {}
+    reads, seen = [], {}
     for partition in (0, 1):
-        records = read_committed(ctx.cluster, TOPIC, partition)
-        # After the read: a marker may land meanwhile, and the last stable offset never goes
-        # back, so whatever the reader was given lies below it (checkers.txn_reads).
-        end = stable_offsets(ctx.cluster, TOPIC, partition)
-        reads[(TOPIC, partition)] = PartitionRead(records, end.last_stable)
-        seen[f"p{partition}"] = ", ".join(f"{r.value}@{r.offset}" for r in records) or "nothing"
-    return check_txn_reads(ctx.history.sends, reads), seen
+        read = read_pass(ctx.cluster, TOPIC, partition, isolation=READ_COMMITTED)
+        reads.append(ctx.history.add_read(read))
+        seen[f"p{partition}"] = (
+            ", ".join(f"{r.value}@{r.offset}" for r in read.records) or "nothing"
+        )
+    return check_read_passes(ctx.history.sends, reads), seen
 
 
 # How soon each client gives up on the held connection and retries, writes unbatched.

@@ -29,14 +29,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.txn_reads import PartitionRead, check_txn_reads
+from checkers.txn_reads import check_read_passes
 from faults import elections, process
 from fixtures.cluster import ClusterSpec
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.replicas import replica, spans
-from observe.stable import StableOffsets, read_committed, stable_offsets
+from observe.stable import StableOffsets, read_pass, stable_offsets
 from runrecord.conformance import CONFORMS, VIOLATED, Conformance, Statement
-from runrecord.history import COMMITTED, Send
+from runrecord.history import COMMITTED, READ_COMMITTED, Send
 from runrecord.outcome import CONSISTENT, HANGING, LOST, Symptom
 from suites import steps
 from suites.scenario import Finding, RunContext, Scenario, ScenarioError, Topic
@@ -198,12 +198,10 @@ def body(ctx: RunContext) -> Finding:
     before_s1 = _outlast_timeout(ctx, since)
     s1 = steps.produce_batch(ctx, TOPIC, BATCH, to=C, acks="all")
     sends += s1
-    records = read_committed(cluster, TOPIC)
-    offsets = stable_offsets(cluster, TOPIC)  # after the read: kafka_17754._reads says why
-    reads = [r.offset for r in records]
-    read_check = check_txn_reads(
-        ctx.history.sends, {(TOPIC, 0): PartitionRead(records, offsets.last_stable)}
-    )
+    read = ctx.history.add_read(read_pass(cluster, TOPIC, isolation=READ_COMMITTED))
+    offsets = stable_offsets(cluster, TOPIC)  # after the read: observe.stable.read_pass
+    reads = [r.offset for r in read.records]
+    read_check = check_read_passes(ctx.history.sends, [read])
     observed, verdicts, details = steps.judge_loss(
         ctx, TOPIC, sends + txn, [B, C], txn_timeout_ms=TXN_TIMEOUT_MS
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,7 @@ from runrecord.schedule import (
     Schedule,
     TopicConfig,
     dumps,
+    load_schedule,
     validate,
 )
 from runrecord.schedule_steps import names_coordinator
@@ -50,6 +52,7 @@ from suites.explore.guide import (
     rank,
     score,
     search,
+    signature,
 )
 
 KIP101 = Protocol.KIP_101
@@ -228,6 +231,18 @@ def test_score_puts_findings_first_and_counts_near_misses() -> None:
     quiet = simulate(KAFKA_6361.with_steps(KAFKA_6361.steps[:3]), KIP101)
     assert near.failure() is None and 0 < score(near) < 1000
     assert score(finding) > score(near) > score(quiet)
+
+
+SCHEDULES = Path(__file__).parents[3] / "docs" / "schedules"
+
+
+def test_a_late_endtxn_that_ends_an_open_transaction_is_a_near_miss() -> None:
+    late = load_schedule(SCHEDULES / "kraft-late-endtxn.json")
+    ends = simulate(late, Protocol.DIVERGING_EPOCH)
+    assert ends.late_ends == 1 and signature(ends) == "near:late-endtxn/clean"
+    on_time = simulate(late.with_steps(late.steps[:2]), Protocol.DIVERGING_EPOCH)
+    going_on = simulate(late.with_steps((*late.steps, late.steps[2])), Protocol.DIVERGING_EPOCH)
+    assert score(going_on) > score(ends) > score(on_time)
 
 
 def _candidate(index: int, schedule: Schedule) -> Candidate:

@@ -297,7 +297,7 @@ def test_what_a_read_committed_consumer_must_not_read_is_a_finding() -> None:
     read = [(ABORTED_READ, 4, "its transaction was aborted")]
     j = judge({0: clean(read_anomalies=read), 1: clean()}, unclean_enabled=False, **KRAFT_43)
     assert j.failure == ABORTED_READ
-    assert "a read_committed consumer: aborted-read at offset 4" in j.summary
+    assert "what a consumer read: aborted-read at offset 4" in j.summary
     # An unclean election may drop a marker: allowed then, and said.
     states = [StateSeen(1, (1,)), StateSeen(-1, (1,)), StateSeen(2, (2,))]
     allowed = clean(read_anomalies=read, states=states)
