@@ -346,12 +346,12 @@ def cover_kinds(ranked: list[Candidate], drawn: Sequence[Candidate] = ()) -> lis
     bug behind it would never be met."""
     findings = [c for c in ranked if c.prediction.failure() is not None]
     rest = [c for c in ranked if c.prediction.failure() is None]
-    seen = {kind for c in findings for kind in _kinds(c.schedule)}
+    seen = {kind for c in findings for kind in _kinds(c)}
     known = {_key(c.schedule) for c in ranked}
     extra = [c for c in drawn if c.prediction.failure() is None and _key(c.schedule) not in known]
     first: list[Candidate] = []
     for c in rest + extra:
-        kinds = _kinds(c.schedule)
+        kinds = _kinds(c)
         if kinds - seen:
             first.append(c)
             seen |= kinds
@@ -359,17 +359,20 @@ def cover_kinds(ranked: list[Candidate], drawn: Sequence[Candidate] = ()) -> lis
     return findings + first + [c for c in rest if id(c) not in chosen]
 
 
-def _kinds(schedule: Schedule) -> set[str]:
-    """What `cover_kinds` brings forward: its step kinds, and its cluster's shape (the
+def _kinds(candidate: Candidate) -> set[str]:
+    """What `cover_kinds` brings forward: its step kinds, its cluster's shape (the
     background partitions, which the model's partition 0 never rewards, the replication
-    factor, min.insync.replicas)."""
+    factor, min.insync.replicas), and a late EndTxn that ends a transaction its producer
+    then goes on with (KAFKA-17754: where the model stops predicting)."""
+    schedule, p = candidate.schedule, candidate.prediction
     c = schedule.cluster
     shape = {
         f"background_partitions={c.background_partitions}",
         f"replication_factor={c.replication_factor}",
         f"min.insync.replicas={c.topic_config.min_insync_replicas}",
     }
-    return {step.KIND for step in schedule.steps} | shape
+    late = {"late-endtxn"} if p.late_ends and p.unpredictable else set()
+    return {step.KIND for step in schedule.steps} | shape | late
 
 
 def races(candidate: Candidate, protocol: Protocol) -> bool:

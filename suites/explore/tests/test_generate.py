@@ -243,6 +243,14 @@ def test_a_late_endtxn_that_ends_an_open_transaction_is_a_near_miss() -> None:
     on_time = simulate(late.with_steps(late.steps[:2]), Protocol.DIVERGING_EPOCH)
     going_on = simulate(late.with_steps((*late.steps, late.steps[2])), Protocol.DIVERGING_EPOCH)
     assert score(going_on) > score(ends) > score(on_time)
+    # Ranked below schedules of the same step kinds, it is brought forward all the same.
+    plain = late.with_steps((late.steps[0], replace(late.steps[1], held=None), late.steps[2]))
+    candidates = [
+        Candidate(0, plain, simulate(plain, Protocol.DIVERGING_EPOCH), 500),
+        Candidate(1, plain, simulate(plain, Protocol.DIVERGING_EPOCH), 400),
+        Candidate(2, late.with_steps((*late.steps, late.steps[2])), going_on, 10),
+    ]
+    assert [c.index for c in cover_kinds(candidates)] == [0, 2, 1]
 
 
 def _candidate(index: int, schedule: Schedule) -> Candidate:
