@@ -64,7 +64,7 @@ def score(p: Prediction) -> float:
     # A late EndTxn ended a transaction its producer believes open (KAFKA-17754); the
     # producer going on with it is what the model cannot follow, and where a hanging or
     # torn transaction would come from.
-    points += 40 * min(p.late_ends, 1) + 40 * bool(p.late_ends and p.unpredictable)
+    points += 40 * min(p.late_ends, 1) + 150 * bool(p.late_ends and p.unpredictable)
     points -= p.skipped
     return points
 
