@@ -227,6 +227,10 @@ class SimState:
         # AlterPartition (KIP-497, 2.7): a leader asks the controller to change the ISR.
         # Before it, a ZooKeeper-mode leader wrote the ISR to ZooKeeper itself.
         self.alter_partition = release is None or release.has_alter_partition
+        # KIP-360 (2.5): a transactional producer whose write timed out bumps its epoch
+        # (InitProducerId with its current one) once it has aborted; librdkafka does so
+        # from the release that takes it.
+        self.abort_bumps_epoch = release is None or release.at_least(2, 5)
         self.held: set[int] = set()  # brokers whose AlterPartition requests are held
         # The ISR changes a held broker asked for, by broker; kept after the heal, as what
         # the hold did. `pending`: the one request each held broker has in flight (Kafka

@@ -23,7 +23,9 @@ offset never reaches the high watermark.
 
 A commit or abort may have its first EndTxn held on the wire (`held`): the client's retry
 ends the transaction, and the held request reaches the coordinator at the next heal of every
-cut. There it ends whatever transaction the producer has open by then, with its own kind:
+cut. Unless fenced (the producer's epoch bumped since: by the coordinator's abort at the
+timeout, or by the producer itself after aborting a transaction whose write timed out,
+KIP-360), it ends whatever transaction the producer has open by then, with its own kind:
 librdkafka speaks transactions v1 (EndTxn v1) on every release, where the producer's epoch
 is the same from one transaction to the next and the coordinator checks only that it
 matches (KAFKA-17754; `suites/scenarios/kafka_17754.py` proves it on real brokers). With
@@ -157,8 +159,10 @@ class Transactions(Replication):
             kind, why = ABORT, "a write failed: the producer can only abort"
         if held:
             # The client sends what it asked for; a failed write makes its commit an abort
-            # before anything is sent.
-            self.held_end, self.held_fenced = kind, False
+            # before anything is sent, and the epoch bump after it fences the held request
+            # (on 3.5.2: a late ABORT of such a transaction left the next one alone).
+            self.held_end = kind
+            self.held_fenced = self.txn.failed and self.abort_bumps_epoch
             why += ", its first EndTxn held on the wire and retried"
         marker = self.end_txn(kind, why)
         self.settle()

@@ -189,3 +189,13 @@ def test_a_held_end_round_trips_through_the_file() -> None:
     assert TxnCommit(held=True).describe() == (
         "commit the transaction, its first EndTxn held until a heal"
     )
+
+
+def test_a_late_abort_of_a_failed_transaction_is_fenced_by_the_producers_epoch_bump() -> None:
+    # The write times out (min.insync.replicas 2, a follower held back): the producer aborts
+    # and bumps its epoch (KIP-360), which fences its held ABORT.
+    steps = (HoldBack(), TxnWrite(1), TxnCommit(held=True), Heal(), TxnWrite(1))
+    p = simulate(Schedule(kraft(False, min_isr=2), steps=steps), "3.5.2")
+    assert p.steps[2].targets["marker"] == "ABORT"
+    assert p.steps[3].targets["late_end"] == "fenced"
+    assert p.unpredictable == ()
