@@ -150,6 +150,27 @@ def test_replay_of_a_late_endtxn(kafka_target, logfork_runs, capsys):
 
 
 @pytest.mark.cluster
+def test_replay_of_a_producer_going_on_after_a_late_endtxn(kafka_target, logfork_runs, capsys):
+    """The late abort ends the transaction the producer has open; its next write lands on
+    the partition outside any transaction the coordinator knows. Before 3.6 the leader
+    appends it and it hangs for good; from 3.6 the leader asks the coordinator first
+    (KIP-890 part 1) and refuses it. The model cannot follow the producer there."""
+    if kafka_target.mode != "kraft":
+        pytest.skip("a KRaft schedule")
+    args = ["replay", str(SCHEDULES / "kraft-late-endtxn-goes-on.json")]
+    args += ["--kafka-version", kafka_target.kafka, "--out", str(logfork_runs), "--no-report"]
+    code = cli.main(args)
+    out = capsys.readouterr().out
+    assert code == 0, out  # as its `expect` says, on either side of 3.6
+    assert "the model cannot predict this schedule" in out, out
+    verdict = json.loads((Path(_printed(out, "run directory")[0]) / "verdict.json").read_text())
+    steps = verdict["details"]["steps"]
+    assert steps[3]["targets"]["late_end"] == "delivered", steps[3]
+    if kafka_target.release.at_least(3, 6):
+        assert steps[4]["targets"]["acknowledged"] is False, steps[4]  # refused
+
+
+@pytest.mark.cluster
 def test_replay_of_a_held_alter_partition(kafka_target, logfork_runs, capsys):
     """The leader's AlterPartition held while its follower falls behind: the shrink does not
     reach the controller, so an acks=all write times out; the heal delivers it late, the

@@ -316,7 +316,7 @@ def end(
     if view.leader is not None:
         _coordinator(run, view.leader, markers=True)
     producer = txn.client(run)
-    label = producer.label
+    label, failed = producer.label, txn.failed
     hold = _hold_end(run) if held else None
     outcome = producer.commit(END_TIMEOUT) if kind == COMMIT else producer.abort(END_TIMEOUT)
     marker = {COMMITTED: COMMIT, ABORTED: ABORT}.get(outcome)
@@ -330,7 +330,10 @@ def end(
         # end (INVALID_TXN_STATE). Either way the run goes on, and the invariants judge
         # it; the model, which cannot know, counts it apart.
         targets["outcome"] = outcome
-        if not txn.late:
+        # An abort (asked for, or all a failed transaction allows) ends in an ABORT marker
+        # either way, now or at the coordinator's timeout, as the model has it; a commit
+        # may have been taken or not.
+        if not txn.late and kind == COMMIT and not failed:
             txn.unknown.append(f"the {kind.lower()} of {label} ended {outcome}")
         txn.close()
     if hold is not None and marker is None:
