@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -124,6 +124,7 @@ def check_txn_reads(
     if len(levels) > 1:
         raise ValueError(f"reads of one isolation level at a time, not {sorted(levels)}")
     level = levels.pop() if levels else READ_COMMITTED
+    past = PAST_STABLE if level == READ_COMMITTED else PAST_HIGH_WATERMARK
     check = TxnReadCheck(read=sum(len(r.records) for r in reads.values()))
     at: dict[TopicPartition, dict[int, ReadRecord]] = {}
     for tp, read in sorted(reads.items()):
@@ -134,7 +135,6 @@ def check_txn_reads(
                 check.anomalies.append(
                     Anomaly(OUT_OF_ORDER, *tp, after, None, f"read after offset {before}", level)
                 )
-        past = PAST_STABLE if read.isolation == READ_COMMITTED else PAST_HIGH_WATERMARK
         for r in read.records:
             if r.offset >= read.end:
                 check.anomalies.append(
@@ -147,8 +147,7 @@ def check_txn_reads(
             by_txn[send["txn"]].append(send)
     check.transactions = len(by_txn)
     for txn, txn_sends in sorted(by_txn.items()):
-        found = _judge_transaction(txn, txn_sends, reads, at, level)
-        check.anomalies += [replace(a, isolation=level) for a in found]
+        check.anomalies += _judge_transaction(txn, txn_sends, reads, at, level)
     return check
 
 
@@ -172,14 +171,14 @@ def _judge_transaction(
     if level != READ_COMMITTED:
         # Aborted or not, an acknowledged write stays in the log under its marker.
         why = f"acknowledged ({outcome or 'its end unknown'}), below the reader's end"
-        return [_anomaly(LOST_WRITE, send, txn, why) for send in unseen]
+        return [_anomaly(LOST_WRITE, send, txn, why, level) for send in unseen]
     if outcome == ABORTED:
         for send in seen:
-            out.append(_anomaly(ABORTED_READ, send, txn, "its transaction was aborted"))
+            out.append(_anomaly(ABORTED_READ, send, txn, "its transaction was aborted", level))
         return out
     if outcome == COMMITTED:
         for send in unseen:
-            out.append(_anomaly(LOST_WRITE, send, txn, "committed, below the reader's end"))
+            out.append(_anomaly(LOST_WRITE, send, txn, "committed, below the reader's end", level))
     if seen and unseen:
         first = unseen[0]
         out.append(
@@ -189,10 +188,11 @@ def _judge_transaction(
                 txn,
                 f"{len(seen)} of its records read, {len(unseen)} below the reader's end not "
                 f"({outcome or 'its end unknown'})",
+                level,
             )
         )
     return out
 
 
-def _anomaly(kind: str, send: Mapping[str, Any], txn: str, detail: str) -> Anomaly:
-    return Anomaly(kind, send["topic"], send["partition"], int(send["offset"]), txn, detail)
+def _anomaly(kind: str, send: Mapping[str, Any], txn: str, detail: str, level: str) -> Anomaly:
+    return Anomaly(kind, send["topic"], send["partition"], int(send["offset"]), txn, detail, level)

@@ -88,7 +88,7 @@ class HeldEnd:
     filter: filters.Filter
     coordinator: int
     incarnation: str | None  # the coordinator's container start: a restart loses the request
-    kind: str  # COMMIT or ABORT
+    kind: str | None = None  # COMMIT or ABORT, once the client's retry ended the transaction
 
 
 class Runner(Protocol):
@@ -323,21 +323,18 @@ def end(
     txn.open = False
     targets: dict[str, Any] = {"transaction": label, "marker": marker}
     if marker is None:
-        # The client never learned how its transaction ended: the coordinator may have
-        # taken the end, and write its markers once it can, or not, and abort it at its
-        # timeout (a failed write's epoch bump waits for the markers, KIP-360). After a
-        # late EndTxn ended the transaction, the coordinator may refuse the client's own
-        # end (INVALID_TXN_STATE). Either way the run goes on, and the invariants judge
-        # it; the model, which cannot know, counts it apart.
+        # The client never learned how its transaction ended (a failed write's epoch bump
+        # waits for the markers, KIP-360), or, after a late EndTxn ended it, the coordinator
+        # refused the client's own end (INVALID_TXN_STATE). The run goes on and the
+        # invariants judge it. An abort (asked for, or all a failed transaction allows)
+        # ends in an ABORT marker either way, now or at the coordinator's timeout, as the
+        # model has it; a commit may have been taken or not, which the model cannot know.
         targets["outcome"] = outcome
-        # An abort (asked for, or all a failed transaction allows) ends in an ABORT marker
-        # either way, now or at the coordinator's timeout, as the model has it; a commit
-        # may have been taken or not.
         if not txn.late and kind == COMMIT and not failed:
             txn.unknown.append(f"the {kind.lower()} of {label} ended {outcome}")
         txn.close()
-    if hold is not None and marker is None:
-        hold.filter.heal()
+        if hold is not None:
+            hold.filter.heal()
     elif hold is not None:
         targets["held_bytes"] = _prove_held(hold)
         hold.kind = marker
@@ -352,7 +349,7 @@ def _hold_end(run: Runner) -> HeldEnd:
         raise Unserved("the transaction coordinator's log has no leader")
     node = run.cluster.broker(c)
     hold = filters.hold_first_client_request(run.cluster, node, filters.END_TXN, "EndTxn")
-    return HeldEnd(hold, c, node.started_at(), COMMIT)
+    return HeldEnd(hold, c, node.started_at())
 
 
 def _prove_held(hold: HeldEnd) -> int:
@@ -381,8 +378,10 @@ def release_held_end(run: Runner, txn: Transactional) -> dict[str, Any]:
     held.filter.heal()
     node = held.filter.node
     now = coordinator(run.cluster)
-    if node.status() != "running" or node.started_at() != held.incarnation:
-        seen = f"broker {held.coordinator} {node.status()}, or restarted, since"
+    if node.status() != "running":
+        seen = f"broker {held.coordinator} {node.status()}"
+    elif node.started_at() != held.incarnation:
+        seen = f"broker {held.coordinator} restarted since"
     elif now != held.coordinator:
         seen = f"the coordinator is broker {now} by then"
     else:
