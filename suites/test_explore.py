@@ -316,6 +316,27 @@ def test_replay_of_the_kafka_19522_finding(kafka_target, logfork_runs, capsys):
 
 
 @pytest.mark.cluster
+def test_replay_of_the_kafka_20734_finding(kafka_target, logfork_runs, capsys):
+    """docs/findings/KAFKA-20734.md: a commit while the partition is offline. From 4.3.0 a
+    KRaft coordinator skips the marker as if the partition were deleted, and the transaction
+    hangs once the partition is back; before it, and in ZooKeeper mode, the marker waits
+    for a leader. The model predicts either."""
+    release, mode = kafka_target.release, kafka_target.mode
+    if not release.at_least(0, 11):
+        pytest.skip("transactions need Kafka 0.11 (KIP-98)")
+    code, out, verdict = _replay_finding(
+        kafka_target, logfork_runs, capsys, "KAFKA-20734", "--kafka-mode", mode
+    )
+    assert [s["status"] for s in verdict["details"]["steps"]] == ["done"] * 6, out
+    failure = verdict["details"]["judgement"]["failure"]
+    if mode == "kraft" and release.at_least(4, 3):
+        assert (code, failure) == (1, "hanging-transaction"), out
+    else:
+        assert (code, failure) == (0, None), out
+    assert "model and brokers agree: yes" in out
+
+
+@pytest.mark.cluster
 def test_a_small_explore_on_kraft_finds_nothing(kafka_target, logfork_runs, capsys):
     """Two schedules in drawing order (the model's search would run the hanging transactions
     it predicts first: docs/schedules/kraft-dropped-marker.json has one), each with a

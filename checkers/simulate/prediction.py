@@ -54,6 +54,14 @@ class Prediction:
     late_ends: int = 0  # late EndTxns that ended a transaction the producer had open
     # Why the model cannot predict the schedule, from its own steps (`Transactions`).
     unpredictable: tuple[str, ...] = ()
+    clock_used: bool = False  # the run's clock decided when a request timed out
+    # What the model was asked to follow (`SimState.rules`): a run asks it again with this.
+    rules: Protocol | str | None = None
+
+    @property
+    def followed(self) -> Protocol | str:
+        """What the model followed, to ask it again with: a release's version, or rules."""
+        return self.rules or self.protocol
 
     @property
     def executed(self) -> int:
@@ -165,4 +173,6 @@ def predict(sim: Transactions) -> Prediction:
         transactions=sim.txns,
         late_ends=sim.late_ended,
         unpredictable=tuple(sim.cannot_predict),
+        clock_used=sim.clock_used,
+        rules=sim.rules,
     )

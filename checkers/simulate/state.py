@@ -65,6 +65,11 @@ class SimOptions:
     # real brokers found leading its log. Where none was told, the model takes the lowest
     # running broker with a session (its guess, for drawing and ranking schedules).
     coordinator_at: tuple[tuple[int, int], ...] = ()
+    # How long each step took on real brokers (StepResult.seconds): the wall clock, which
+    # the model does not keep, for a coordinator request that waits out request.timeout.ms
+    # (checkers.simulate.transactions). Without it such a wait makes the schedule one the
+    # model cannot predict.
+    step_seconds: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,6 +197,9 @@ class SimState:
     def __init__(
         self, cluster: Cluster, protocol: Protocol | str, options: SimOptions | None = None
     ) -> None:
+        # What the model was asked to follow: a protocol's rules alone, or a release's
+        # version, whose rules and release-specific behaviour it follows (`Prediction.rules`).
+        self.rules = protocol
         release = None if isinstance(protocol, Protocol) else Release(protocol)
         if release is not None:
             protocol = release.protocol  # a release's version: its rules
@@ -231,6 +239,12 @@ class SimState:
         # (InitProducerId with its current one) once it has aborted; librdkafka does so
         # from the release that takes it.
         self.abort_bumps_epoch = release is None or release.at_least(2, 5)
+        # From 4.3.0 a KRaft transaction coordinator drops a marker whose partition has no
+        # leader as if the partition were deleted (KAFKA-20734: the metadata cache rewritten
+        # in Java answers a leaderless partition as an unknown one).
+        self.skips_leaderless = (
+            cluster.mode == "kraft" and release is not None and release.at_least(4, 3)
+        )
         self.held: set[int] = set()  # brokers whose AlterPartition requests are held
         # The ISR changes a held broker asked for, by broker; kept after the heal, as what
         # the hold did. `pending`: the one request each held broker has in flight (Kafka

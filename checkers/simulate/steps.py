@@ -2,7 +2,6 @@
 targets (roles, lowest eligible broker id first), checks its precondition (a step that
 cannot run is skipped, saying what was observed) and runs it; `finish` heals everything,
 lets the replicas converge and predicts the outcome (checkers.simulate.prediction).
-`simulate` does all of it for a schedule.
 """
 
 from __future__ import annotations
@@ -116,6 +115,7 @@ class Simulator(Reassignments):
         """Run one step. A step whose precondition does not hold is skipped, saying what was
         observed instead; it changes nothing."""
         self._step = len(self.records)
+        self.between_steps()
         self.elected = None
         record = StepRecord(self._step, step.describe(), "done")
         start = len(self.events)

@@ -9,6 +9,9 @@ ISR (markers are written with acks=all, KafkaApis.handleWriteTxnMarkersRequest),
 sending it until the leader's high watermark passes it. A marker the leader appended but
 that is not yet committed when leadership moves is sent to the next leader too (the
 coordinator retries the partition after NOT_LEADER_OR_FOLLOWER), which appends its own copy.
+An old leader that does not learn it lost leadership (cut off from the controller) holds the
+request until request.timeout.ms: the run's clock says when that ran out. A KRaft
+coordinator from 4.3.0 that finds no leader for the partition drops the marker (KAFKA-20734).
 
 The coordinator itself is not modelled: it is taken to be reachable (a run skips a
 transactional step whose coordinator is not, and the model never sees that step). Once every
@@ -43,13 +46,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.simulate.replication import Replication
-from checkers.simulate.state import LEADER, SimBatch
+from checkers.simulate.state import LEADER, STOPPED, SimBatch
 from runrecord.schedule import Role, TxnAbort, TxnCommit, TxnWrite
 from runrecord.schedule_roles import Skip
 
 # The schedule's transactional producer's transaction.timeout.ms, as a run sets it: past it
 # the coordinator aborts the transaction and bumps the producer's epoch.
 TXN_TIMEOUT_S = 60.0
+# request.timeout.ms as brokers have it by default: the coordinator's WriteTxnMarkers
+# requests give up after it (TransactionMarkerChannelManager's network client).
+REQUEST_TIMEOUT_S = 30.0
 COMMIT, ABORT = "COMMIT", "ABORT"
 # A transaction one of whose writes failed takes no more writes: the producer must abort it
 # (librdkafka refuses to produce in the abortable error state, KIP-98).
@@ -76,6 +82,13 @@ class Marker:
     kind: str  # COMMIT or ABORT
     epochs: list[int] = field(default_factory=list)  # leader epochs it was appended in
     done: bool = False  # committed on the leader: the coordinator is finished with it
+    sent_to: int | None = None  # the broker whose purgatory holds the coordinator's request
+    sent_at: int = -1  # ... sent during this step
+    # While that broker holds it as a zombie: where a resend would go, as the last step
+    # before each left it (step, state); and the step whose wall-clock time the request's
+    # timeout fell in, where the run's clock could not say which side of it.
+    watched: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
+    straddled: int | None = None
 
 
 class Transactions(Replication):
@@ -90,6 +103,7 @@ class Transactions(Replication):
         self.held_fenced = False  # ... sent before an epoch bump: the coordinator fences it
         self.late_ended = 0  # late EndTxns that ended a transaction the producer had open
         self.cannot_predict: list[str] = []  # why the model cannot predict the schedule
+        self.clock_used = False  # the run's clock decided a request's timeout
 
     def pending_markers(self) -> list[Marker]:
         return [m for m in self.markers if not m.done]
@@ -200,11 +214,30 @@ class Transactions(Replication):
 
     # -- the coordinator ---------------------------------------------------------------------
 
+    def between_steps(self) -> None:
+        """What the wall clock did before a step began: a coordinator's request that timed
+        out meanwhile (`_held_by_zombie`) is sent again ahead of the step."""
+        if self.pending_markers() and self._write_markers():
+            self.settle()
+
     def _write_markers(self) -> bool:
         """The coordinator's markers reaching the partition's leader (`settle`)."""
         lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
         changed = False
         for m in self.pending_markers():
+            if self._held_by_zombie(m):
+                break
+            if self.ctl.leader is None and self.skips_leaderless:
+                # TransactionMarkerChannelManager.addTxnMarkersToBrokerQueue takes a partition
+                # the metadata cache gives no leader for as deleted: it drops the marker and
+                # completes the transaction (KAFKA-20734; 4.2.2 queued it until a leader came).
+                m.done = True
+                self._event(
+                    f"the coordinator finds no leader for the partition and skips the "
+                    f"{m.kind} marker of transaction {m.txn}, as if the partition were deleted"
+                )
+                changed = True
+                continue
             if lead is None or lead.role != LEADER or not self.alive(lead.broker):
                 break
             tag = f"m{m.txn}.{len(m.epochs) - 1}"
@@ -222,12 +255,75 @@ class Transactions(Replication):
             epoch = -1 if self.v1 else lead.epoch
             self._append(lead, [SimBatch(lead.leo, lead.leo, epoch, tag, m.txn, True)])
             m.epochs.append(lead.epoch)
+            m.sent_to, m.sent_at = lead.broker, self._step
             self._event(
                 f"broker {lead.broker} appends the {m.kind} marker of transaction {m.txn} "
                 f"at {lead.leo - 1} in epoch {lead.epoch}"
             )
             changed = True
         return changed
+
+    def _held_by_zombie(self, m: Marker) -> bool:
+        """The coordinator waits for the broker it sent the marker to, which still believes
+        it leads in that epoch but no longer does (cut off from the controller): the acks=all
+        write waits in its purgatory for a follower that never fetches. The coordinator sends
+        the marker again once that broker answers (it learns it is a follower, or it dies),
+        or once request.timeout.ms has passed on the wall clock (seen on 4.3.1: the
+        WriteTxnMarkers request was cancelled at 30 s and the marker queued anew). The run's
+        clock (`SimOptions.step_seconds`) says when; where the timeout fell inside a step,
+        the resend is followed only if where it goes did not change since the step before."""
+        if m.sent_to is None or m.sent_to == self.ctl.leader:
+            return False
+        r = self.replicas[m.sent_to]
+        zombie = (
+            self.nodes[m.sent_to].status != STOPPED and r.role == LEADER and r.epoch == m.epochs[-1]
+        )
+        timed_out = self._timed_out(m.sent_at) if zombie else False
+        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
+        target = (self.ctl.leader, self.ctl.epoch, lead.leo if lead else None, len(self.ctl.isr))
+        if zombie and not timed_out:
+            if m.watched and m.watched[-1][0] == self._step:
+                m.watched[-1] = (self._step, target)
+            else:
+                m.watched.append((self._step, target))
+            if timed_out is None and m.straddled is None:
+                m.straddled = self._step
+            return True
+        if timed_out:
+            self.clock_used = True
+            self._event(
+                f"the coordinator's request to broker {m.sent_to} times out "
+                f"(request.timeout.ms {REQUEST_TIMEOUT_S:g} s, by the run's clock)"
+            )
+        if m.straddled is not None:
+            before = [t for step, t in m.watched if 0 <= step < m.straddled]
+            if (not before or before[-1] != target) and not self.cannot_predict:
+                self.cannot_predict.append(
+                    f"at step {m.straddled} the {m.kind} marker of transaction {m.txn} waited "
+                    f"in the purgatory of broker {m.sent_to}, which no longer led, until "
+                    f"request.timeout.ms: wall-clock time, which the run's steps do not place"
+                )
+        m.sent_to = None
+        return False
+
+    def _timed_out(self, sent_at: int) -> bool | None:
+        """Whether a request sent during step `sent_at` has timed out by now, by the steps'
+        durations on real brokers (`SimOptions.step_seconds`): False while it surely waits,
+        None where the clock does not say (none given, or the deadline falls in this step).
+        At the final heal it waits: the heal itself answers it."""
+        clock = self.options.step_seconds
+        if self._step < 0:
+            return False
+        if len(clock) <= self._step or sent_at < 0:
+            return None
+        starts = [sum(clock[:i]) for i in range(len(clock) + 1)]
+        earliest = starts[sent_at] + REQUEST_TIMEOUT_S
+        latest = starts[sent_at + 1] + REQUEST_TIMEOUT_S
+        if latest <= starts[self._step]:
+            return True
+        if earliest >= starts[self._step + 1]:
+            return False
+        return None
 
     def _time_out_transactions(self) -> None:
         """The coordinator aborts a transaction open longer than its timeout (`advance`)."""

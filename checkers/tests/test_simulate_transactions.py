@@ -4,13 +4,14 @@ markers, the coordinator's timeout, and the hanging transaction an unclean elect
 
 from __future__ import annotations
 
-from checkers.simulate import simulate
+from checkers.simulate import SimOptions, simulate
 from checkers.simulate.state import SimBatch
 from checkers.simulate.transactions import FAILED_TXN, open_transaction
 from runrecord.outcome import HANGING
 from runrecord.schedule import (
     Cluster,
     ElectUnclean,
+    ExpireSession,
     Heal,
     HoldBack,
     Kill,
@@ -96,9 +97,10 @@ def test_a_commit_after_a_failed_write_aborts() -> None:
 def test_steps_without_their_precondition_are_skipped() -> None:
     p = simulate(Schedule(kraft(False), steps=(TxnCommit(), TxnAbort())), "4.4.0")
     assert [(s.status, s.note) for s in p.steps] == [("skipped", "no transaction is open")] * 2
-    # A new transaction waits for the last one's marker, which waits for a leader.
+    # A new transaction waits for the last one's marker, which waits for a leader (on a
+    # release whose coordinator does not skip a leaderless partition's marker).
     steps = (TxnWrite(1), Kill(B), Kill(C), TxnAbort(), TxnWrite(1))
-    p = simulate(Schedule(kraft(False), steps=steps), "4.4.0")
+    p = simulate(Schedule(kraft(False), steps=steps), "3.9.2")
     assert p.steps[4].status == "skipped"
     assert "CONCURRENT_TRANSACTIONS" in p.steps[4].note
     # Before KIP-98's message format there are no transactions.
@@ -199,3 +201,60 @@ def test_a_late_abort_of_a_failed_transaction_is_fenced_by_the_producers_epoch_b
     assert p.steps[2].targets["marker"] == "ABORT"
     assert p.steps[3].targets["late_end"] == "fenced"
     assert p.unpredictable == ()
+
+
+OFFLINE_COMMIT = (
+    TxnWrite(3),
+    Kill(C, "SIGTERM"),
+    Kill(B, "SIGTERM"),
+    TxnCommit(),
+    Restart(B),
+    Restart(C),
+)
+
+
+def test_a_kraft_coordinator_skips_the_marker_of_a_partition_without_a_leader() -> None:
+    # Committed while the partition is offline: the coordinator takes it for deleted, and
+    # once its replicas are back the transaction hangs (seen on 4.3.1, not on 3.9.2).
+    p = simulate(Schedule(kraft(False), steps=OFFLINE_COMMIT), "4.3.1")
+    assert any("skips the COMMIT marker of transaction 0" in e for e in p.events)
+    assert p.hanging == 0 and p.failure() == HANGING
+    p = simulate(Schedule(kraft(False), steps=OFFLINE_COMMIT), "3.9.2")
+    assert "step 4: broker 2 appends the COMMIT marker of transaction 0 at 3 in epoch 2" in p.events
+    assert p.failure() is None
+    zk = Cluster(brokers=3, replication_factor=2, replicas=(B, C))
+    assert simulate(Schedule(zk, steps=OFFLINE_COMMIT), "3.9.2").failure() is None
+
+
+# The leader appends the marker while its follower is held back (in the ISR, not fetching),
+# then its session expires with the cut still on: a zombie holding the coordinator's request.
+ZOMBIE = (TxnWrite(2), HoldBack(C), TxnCommit(), ExpireSession(B), Wait(40), Produce(1))
+
+
+def test_a_marker_waiting_in_a_zombies_purgatory_is_not_predicted_without_a_clock() -> None:
+    p = simulate(Schedule(kraft(False), steps=ZOMBIE), "3.9.2")
+    assert p.unpredictable and "in the purgatory of broker 2" in p.unpredictable[0]
+    assert not any("step 5: broker 3 appends the COMMIT" in e for e in p.events)
+
+
+def test_the_runs_clock_times_the_coordinators_request_out() -> None:
+    # The wait takes 40 s on the wall, and the request's 30 s ran out in it: nothing moved
+    # during the wait, so the marker went to broker 3 as at its end, ahead of the produce.
+    clock = SimOptions(step_seconds=(1, 1, 1, 7, 40, 1))
+    p = simulate(Schedule(kraft(False), steps=ZOMBIE), "3.9.2", options=clock)
+    assert not p.unpredictable and p.clock_used
+    timed_out = p.events.index(
+        "step 5: the coordinator's request to broker 2 times out (request.timeout.ms 30 s, "
+        "by the run's clock)"
+    )
+    assert "broker 3 appends the COMMIT marker of transaction 0" in p.events[timed_out + 1]
+    # Were the wait short, the request would still be waiting when the heal answers it.
+    short = SimOptions(step_seconds=(1, 1, 1, 7, 2, 1))
+    p = simulate(Schedule(kraft(False), steps=ZOMBIE), "3.9.2", options=short)
+    assert not p.unpredictable and not p.clock_used
+    assert not any("step 5: broker 3 appends the COMMIT" in e for e in p.events)
+    # Ran out inside the session expiry that made broker 2 a zombie: where the marker went
+    # then, the model cannot place.
+    early = SimOptions(step_seconds=(1, 1, 1, 31, 10, 1))
+    p = simulate(Schedule(kraft(False), steps=ZOMBIE), "3.9.2", options=early)
+    assert p.unpredictable

@@ -235,7 +235,7 @@ class Explorer:
 
     def shrink_one(self, k: int, entry: ScheduleEntry, schedule: Schedule) -> ExploreFinding:
         failure = entry.failure or ""
-        protocol = self.bench.release.protocol
+        protocol = self.bench.release.version
         runs_dir = self.out / "shrink" / f"{k}"
         last_failing: dict[str, ScheduleRun] = {}
         numbers = itertools.count(1)

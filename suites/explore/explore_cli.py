@@ -240,7 +240,7 @@ def main(args: argparse.Namespace) -> int:
         f"{'unclean elections allowed' if options.unclean else 'clean elections only'} "
         f"({release.protocol.rules}) -> {out}"
     )
-    drawing = draw_options(options, mode, release.protocol, release)
+    drawing = draw_options(options, mode, release.version, release)
     install_handlers()  # clusters may start in worker threads; signals reach this one
     clock = time.monotonic()
     with contextlib.ExitStack() as stack:

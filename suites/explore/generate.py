@@ -108,7 +108,8 @@ class DrawOptions:
     min_steps: int = 4
     max_steps: int = 12
     aware: bool = True  # keep only steps the model says can run when their turn comes
-    protocol: Protocol = Protocol.KIP_279  # rules the model follows while drawing
+    # Rules the model follows while drawing: a protocol's, or a release's (its version).
+    protocol: Protocol | str = Protocol.KIP_279
     weights: Mapping[str, float] = field(default_factory=lambda: dict(STEP_WEIGHTS))
     moves: Mapping[str, float] = field(default_factory=lambda: dict(MOVE_WEIGHTS))
     # A fixed cluster shape, so that one running cluster serves every candidate (broker

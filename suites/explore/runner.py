@@ -119,6 +119,7 @@ def compare(
     it found (`coordinator_at`), are told alike. `unknown`: what the run saw that the model
     cannot follow (a held EndTxn whose coordinator had changed when it was released)."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
+    rules = prediction.followed
     told = tuple(
         (c.step, c.ends[SCHEDULE_PARTITION][1])
         for c in power_cuts
@@ -128,12 +129,16 @@ def compare(
     # What the run tells the model besides the power losses (which the checkpoint variants
     # below do not take).
     seen = SimOptions(
-        controller_after=controller_after, unserved=unserved, coordinator_at=coordinator_at
+        controller_after=controller_after,
+        unserved=unserved,
+        coordinator_at=coordinator_at,
+        step_seconds=tuple(r.seconds for r in real),
     )
     said = []
-    if (told or unserved or coordinator_at) and schedule is not None:
+    timed = bool(prediction.unpredictable) and len(real) == len(model)
+    if (told or unserved or coordinator_at or timed) and schedule is not None:
         options = dataclasses.replace(seen, kept_after_power_loss=told)
-        prediction = simulate(schedule, prediction.protocol, options=options)
+        prediction = simulate(schedule, rules, options=options)
         model = prediction.steps
         if told:
             said.append(
@@ -147,6 +152,8 @@ def compare(
         if coordinator_at:
             found = ", ".join(f"broker {b} at step {i}" for i, b in coordinator_at)
             said.append(f"given the transaction coordinator the run found ({found})")
+        if prediction.clock_used:
+            said.append("given how long the steps took on the brokers")
     predicted = prediction.failure()
     differ = [
         r.index
@@ -181,7 +188,7 @@ def compare(
         ]
     )
     if not comparison.agree and schedule is not None and not comparison.unpredictable:
-        condition = _agreeing_condition(schedule, prediction.protocol, actual, seen)
+        condition = _agreeing_condition(schedule, rules, actual, seen)
         if condition is not None:
             comparison.agree, comparison.agreed_if = True, condition
     return comparison
@@ -189,7 +196,7 @@ def compare(
 
 def _agreeing_condition(
     schedule: Schedule,
-    protocol: Protocol,
+    protocol: Protocol | str,
     actual: str | None,
     base: SimOptions,
 ) -> str | None:
@@ -226,7 +233,9 @@ def run_schedule(
     serve) and write its run directory. A cluster that fails the probe before the steps
     is retired and the schedule runs once more on a fresh one."""
     release = bench.release
-    prediction = prediction or simulate(schedule, release.protocol)
+    # The release's version, not only its protocol: the model follows what changed between
+    # releases too (KIP-966's defaults, KAFKA-20734's skipped markers).
+    prediction = prediction or simulate(schedule, release.version)
     for attempt in (1, 2):
         try:
             return _run(bench, schedule, run_dir, label, prediction)
@@ -407,7 +416,7 @@ def _body(
     writer = ctx.run.states_writer()
     recorders = [StateRecorder(cluster, topic, p, writer).start() for p in shape.partitions]
     background = Background(cluster, ctx.history, topic, partitions=shape.partitions[1:]).start()
-    live = Live(ctx, schedule, topic, Simulator(shape, prediction.protocol), marks)
+    live = Live(ctx, schedule, topic, Simulator(shape, prediction.followed), marks)
     stable: StableOffsets | None = None  # the schedule's partition once transactions ended
     reads: TxnReadCheck | None = None  # what consumers read of it then
     loops: dict[int, dict[int, str]] = {}  # partition -> broker -> a fetch loop it logs

@@ -88,8 +88,8 @@ def run(plan: ShardPlan, out: Path) -> ExploreRecord:
     def say(line: str) -> None:
         print(f"shard {plan.index}: {line}", flush=True)
 
-    drawing = draw_options(options, plan.mode, release.protocol, release)
-    candidates = candidates_of(plan, release.protocol)
+    drawing = draw_options(options, plan.mode, release.version, release)
+    candidates = candidates_of(plan, release.version)
     clusters = cluster_count(options, drawing, len(candidates), say)
     record.parallel = clusters
     clock = time.monotonic()

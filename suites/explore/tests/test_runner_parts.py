@@ -228,3 +228,34 @@ def test_a_finding_that_hangs_on_a_controller_race_is_ranked_as_one() -> None:
     steady = candidate(load_schedule(EXAMPLE), "1.1.1")
     assert steady.prediction.failure() == "diverged"
     assert not races(steady, Protocol.KIP_101)
+
+
+# The leader appends the COMMIT marker with its follower held back, then its session expires
+# and the cut stays: broker 2 holds the coordinator's request as a zombie. A produce follows.
+ZOMBIE = """
+{"format": 1, "seed": 1,
+ "cluster": {"mode": "kraft", "brokers": 3, "replication_factor": 2, "replicas": [2, 3]},
+ "steps": [
+  {"kind": "txn-write", "count": 2}, {"kind": "hold-back", "target": 3},
+  {"kind": "txn-commit"}, {"kind": "expire-session", "target": 2},
+  {"kind": "wait", "seconds": 40}, {"kind": "produce", "count": 1, "acks": "1"}]}
+"""
+
+
+def test_the_runs_clock_tells_the_model_when_a_zombies_request_timed_out() -> None:
+    schedule = loads(ZOMBIE)
+    prediction = simulate(schedule, "3.9.2")
+    assert prediction.unpredictable and prediction.followed == "3.9.2"
+    held = Judgement(None, "held", partitions={0: None, 1: None})
+    real = _real(["done"] * len(schedule.steps))
+    for r, seconds in zip(real, (1, 1, 1, 7, 40, 1), strict=True):
+        r.seconds = seconds
+    c = compare(prediction, held, prediction.steps, real, schedule)
+    assert (c.predicted, c.agree, c.unpredictable) == (None, True, "")
+    assert c.told == "given how long the steps took on the brokers"
+    # Had the session expiry taken 31 s, the request's timeout would fall inside the step
+    # that made broker 2 a zombie: the model cannot place it.
+    for r in real:
+        r.seconds = 31 if r.index == 3 else 1
+    c = compare(prediction, held, prediction.steps, real, schedule)
+    assert "waited in the purgatory of broker 2" in c.unpredictable
