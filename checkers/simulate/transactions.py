@@ -56,6 +56,9 @@ TXN_TIMEOUT_S = 60.0
 # request.timeout.ms as brokers have it by default: the coordinator's WriteTxnMarkers
 # requests give up after it (TransactionMarkerChannelManager's network client).
 REQUEST_TIMEOUT_S = 30.0
+# How often a run's coordinator looks for transactions past their timeout
+# (transaction.abort.timed.out.transaction.cleanup.interval.ms, as explore sets it).
+ABORT_SCAN_S = 1.0
 COMMIT, ABORT = "COMMIT", "ABORT"
 # A transaction one of whose writes failed takes no more writes: the producer must abort it
 # (librdkafka refuses to produce in the abortable error state, KIP-98).
@@ -72,6 +75,10 @@ def cannot_hold_end(held_already: bool) -> str | None:
 class Txn:
     id: int
     started: float  # model time of its first write
+    begun_at: int = -1  # the step of its first write
+    # The step its timeout fell inside, by the run's clock, and where its marker would have
+    # gone as that step began (`_time_out_transactions`).
+    straddled: tuple[int, tuple[Any, ...]] | None = None
     writes: list[int] = field(default_factory=list)  # ids in SimState.writes
     failed: bool = False  # a write was not acknowledged: the producer can only abort
 
@@ -110,7 +117,7 @@ class Transactions(Replication):
 
     def begin_txn(self) -> Txn:
         if self.txn is None:
-            self.txn = Txn(self.txns, self.time)
+            self.txn = Txn(self.txns, self.time, self._step)
             self.txns += 1
             self._event(f"transaction {self.txn.id} begins")
         return self.txn
@@ -137,6 +144,7 @@ class Transactions(Replication):
         if self.txn is not None and self.txn.failed:
             raise Skip(FAILED_TXN)
         self._after_late_end()
+        self._races_timeout("write")
         pending = self.pending_markers()
         if self.txn is None and pending:
             raise Skip(
@@ -168,6 +176,7 @@ class Transactions(Replication):
         if why:
             raise Skip(why)
         self._after_late_end()
+        self._races_timeout(kind.lower())
         why = "the producer's " + kind.lower()
         if kind == COMMIT and self.txn.failed:
             kind, why = ABORT, "a write failed: the producer can only abort"
@@ -181,6 +190,16 @@ class Transactions(Replication):
         marker = self.end_txn(kind, why)
         self.settle()
         return {"transaction": marker.txn, "marker": kind}
+
+    def _races_timeout(self, what: str) -> None:
+        """A step of the producer's inside the step its transaction's timeout fell in, by
+        the run's clock: which came first is what the model cannot place."""
+        s = self.txn.straddled if self.txn is not None else None
+        if s is not None and s[0] == self._step and not self.cannot_predict:
+            self.cannot_predict.append(
+                f"the producer's {what} at step {self._step} raced the coordinator's abort of "
+                f"transaction {self.txn.id} at its timeout"  # type: ignore[union-attr]
+            )
 
     def _after_late_end(self) -> None:
         if self.late_ended and not self.cannot_predict:
@@ -216,8 +235,12 @@ class Transactions(Replication):
 
     def between_steps(self) -> None:
         """What the wall clock did before a step began: a coordinator's request that timed
-        out meanwhile (`_held_by_zombie`) is sent again ahead of the step."""
-        if self.pending_markers() and self._write_markers():
+        out meanwhile (`_held_by_zombie`) is sent again ahead of the step, and a transaction
+        past its timeout is aborted."""
+        clocked = self.txn is not None and bool(self.options.step_seconds)
+        if clocked:
+            self._time_out_transactions()
+        if self.pending_markers() and (self._write_markers() or clocked):
             self.settle()
 
     def _write_markers(self) -> bool:
@@ -278,9 +301,8 @@ class Transactions(Replication):
         zombie = (
             self.nodes[m.sent_to].status != STOPPED and r.role == LEADER and r.epoch == m.epochs[-1]
         )
-        timed_out = self._timed_out(m.sent_at) if zombie else False
-        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
-        target = (self.ctl.leader, self.ctl.epoch, lead.leo if lead else None, len(self.ctl.isr))
+        timed_out = self._wall_passed(m.sent_at, REQUEST_TIMEOUT_S) if zombie else False
+        target = self._marker_target()
         if zombie and not timed_out:
             if m.watched and m.watched[-1][0] == self._step:
                 m.watched[-1] = (self._step, target)
@@ -306,31 +328,59 @@ class Transactions(Replication):
         m.sent_to = None
         return False
 
-    def _timed_out(self, sent_at: int) -> bool | None:
-        """Whether a request sent during step `sent_at` has timed out by now, by the steps'
-        durations on real brokers (`SimOptions.step_seconds`): False while it surely waits,
-        None where the clock does not say (none given, or the deadline falls in this step).
-        At the final heal it waits: the heal itself answers it."""
+    def _marker_target(self) -> tuple[Any, ...]:
+        """Where a marker sent now would go, and what it would find there: the leader, its
+        epoch and log end, and whether its ISR takes an acks=all write."""
+        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
+        enough = len(self.ctl.isr) >= self.cluster.topic_config.min_insync_replicas
+        return (self.ctl.leader, self.ctl.epoch, lead.leo if lead else None, enough)
+
+    def _wall_passed(self, since: int, seconds: float) -> bool | None:
+        """Whether `seconds` of wall-clock time from some moment in step `since` had passed
+        when this step began, by the steps' durations on real brokers
+        (`SimOptions.step_seconds`): False while they surely had not by its end, None where
+        the clock does not say (none given, or the moment falls inside this step). At the
+        final heal, False: the heal answers what still waits."""
         clock = self.options.step_seconds
         if self._step < 0:
             return False
-        if len(clock) <= self._step or sent_at < 0:
+        if len(clock) <= self._step or since < 0:
             return None
         starts = [sum(clock[:i]) for i in range(len(clock) + 1)]
-        earliest = starts[sent_at] + REQUEST_TIMEOUT_S
-        latest = starts[sent_at + 1] + REQUEST_TIMEOUT_S
-        if latest <= starts[self._step]:
+        if starts[since + 1] + seconds <= starts[self._step]:
             return True
-        if earliest >= starts[self._step + 1]:
+        if starts[since] + seconds >= starts[self._step + 1]:
             return False
         return None
 
     def _time_out_transactions(self) -> None:
-        """The coordinator aborts a transaction open longer than its timeout (`advance`)."""
-        if self.txn is not None and self.time - self.txn.started >= TXN_TIMEOUT_S:
-            self.end_txn(ABORT, f"open longer than transaction.timeout.ms {TXN_TIMEOUT_S:g} s")
-            # The coordinator bumps the producer's epoch as it aborts.
-            self.held_fenced = True
+        """The coordinator aborts a transaction open longer than its timeout: by the run's
+        clock where there is one (`between_steps`), else by the model's time (`advance`).
+        A run's coordinator looks for them every ABORT_SCAN_S."""
+        if self.txn is None:
+            return
+        if not self.options.step_seconds:
+            if self.time - self.txn.started >= TXN_TIMEOUT_S:
+                self._abort_at_timeout()
+            return
+        passed = self._wall_passed(self.txn.begun_at, TXN_TIMEOUT_S + ABORT_SCAN_S)
+        if passed is None and self.txn.straddled is None:
+            # Inside this step: followed as at its end where its marker would go the same.
+            self.txn.straddled = (self._step, self._marker_target())
+        if not passed:
+            return
+        straddled = self.txn.straddled
+        if straddled and straddled[1] != self._marker_target() and not self.cannot_predict:
+            self.cannot_predict.append(
+                f"the coordinator's abort of transaction {self.txn.id} at its timeout fell "
+                f"inside step {straddled[0]}: wall-clock time, which the run's steps do not place"
+            )
+        self._abort_at_timeout()
+
+    def _abort_at_timeout(self) -> None:
+        self.end_txn(ABORT, f"open longer than transaction.timeout.ms {TXN_TIMEOUT_S:g} s")
+        # The coordinator bumps the producer's epoch as it aborts.
+        self.held_fenced = True
 
 
 def open_transaction(batches: list[SimBatch]) -> int | None:

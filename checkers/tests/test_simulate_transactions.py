@@ -258,3 +258,24 @@ def test_the_runs_clock_times_the_coordinators_request_out() -> None:
     early = SimOptions(step_seconds=(1, 1, 1, 31, 10, 1))
     p = simulate(Schedule(kraft(False), steps=ZOMBIE), "3.9.2", options=early)
     assert p.unpredictable
+
+
+def test_the_runs_clock_times_the_coordinators_abort_at_the_transaction_timeout() -> None:
+    # Left open across a kill and a restart that take 70 s on the wall (the model's own
+    # time passes 6 s): the coordinator aborted it meanwhile, while broker 2 led alone.
+    steps = (TxnWrite(2), Kill(C, "SIGTERM"), Restart(C), Produce(1))
+    clock = SimOptions(step_seconds=(1, 3, 70, 1))
+    p = simulate(Schedule(kraft(False), steps=steps), "3.9.2", options=clock)
+    ended = [e for e in p.events if "ends: ABORT" in e]
+    assert ended == [
+        "step 3: transaction 0 ends: ABORT (open longer than transaction.timeout.ms 60 s)"
+    ]
+    assert not p.unpredictable and p.failure() is None
+    # Without the clock the model's own time keeps it open to the end.
+    p = simulate(Schedule(kraft(False), steps=steps), "3.9.2")
+    assert not any(e.startswith("step") and "ends: ABORT" in e for e in p.events)
+    # A commit in the step the timeout fell in raced the coordinator's abort.
+    steps = (TxnWrite(2), Wait(1), TxnCommit())
+    clock = SimOptions(step_seconds=(1, 1, 70))
+    p = simulate(Schedule(kraft(False), steps=steps), "3.9.2", options=clock)
+    assert p.unpredictable and "raced the coordinator's abort" in p.unpredictable[0]
