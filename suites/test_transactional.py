@@ -1,8 +1,12 @@
 """TransactionalProducer's bookkeeping, on a crafted client that answers as told: writes
 reach the history once their transaction ends, labelled and marked with its outcome."""
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
 from runrecord.history import ABORTED, COMMITTED, IN_DOUBT
-from suites.clients.api import TxnFailed
+from suites.clients.api import TxnAborted, TxnFailed
+from suites.clients.librdkafka import LibrdkafkaClient
 from suites.transactional import TransactionalProducer
 from suites.workload import History
 
@@ -62,3 +66,33 @@ def test_an_end_that_raised_leaves_the_transaction_in_doubt():
     p.send("t", 0, "a", "a")
     assert p.commit() == IN_DOUBT
     assert history.sends[0].transaction == IN_DOUBT
+
+
+class Refused:
+    """librdkafka's producer, as far as a commit it is refused goes."""
+
+    def __init__(self, code, fatal):
+        self.error = KafkaError(code, "refused", fatal=fatal)
+
+    def commit_transaction(self, timeout):
+        raise KafkaException(self.error)
+
+    def abort_transaction(self, timeout):
+        raise KafkaException(self.error)
+
+
+def _client(producer):
+    client = object.__new__(LibrdkafkaClient)  # no broker to initialise against
+    client._producer, client._results = producer, []
+    return client
+
+
+def test_a_commit_fenced_for_a_bumped_epoch_is_known_aborted():
+    # The coordinator aborted the transaction at its timeout and bumped the epoch (seen on
+    # 4.3.1: `_FENCED`, "This instance has been fenced by a newer instance").
+    with pytest.raises(TxnAborted):
+        _client(Refused(KafkaError._FENCED, True)).commit(1)
+    # Another fatal error leaves the commit in doubt.
+    with pytest.raises(TxnFailed) as failed:
+        _client(Refused(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True)).commit(1)
+    assert not isinstance(failed.value, TxnAborted)

@@ -54,7 +54,7 @@ class Prediction:
     late_ends: int = 0  # late EndTxns that ended a transaction the producer had open
     # Why the model cannot predict the schedule, from its own steps (`Transactions`).
     unpredictable: tuple[str, ...] = ()
-    clock_used: bool = False  # the run's clock decided when a request timed out
+    clock_used: bool = False  # the run's clock decided when a timeout ran out
     # What the model was asked to follow (`SimState.rules`): a run asks it again with this.
     rules: Protocol | str | None = None
 

@@ -110,7 +110,7 @@ class Transactions(Replication):
         self.held_fenced = False  # ... sent before an epoch bump: the coordinator fences it
         self.late_ended = 0  # late EndTxns that ended a transaction the producer had open
         self.cannot_predict: list[str] = []  # why the model cannot predict the schedule
-        self.clock_used = False  # the run's clock decided a request's timeout
+        self.clock_used = False  # the run's clock decided a timeout
 
     def pending_markers(self) -> list[Marker]:
         return [m for m in self.markers if not m.done]
@@ -369,6 +369,7 @@ class Transactions(Replication):
             self.txn.straddled = (self._step, self._marker_target())
         if not passed:
             return
+        self.clock_used = True
         straddled = self.txn.straddled
         if straddled and straddled[1] != self._marker_target() and not self.cannot_predict:
             self.cannot_predict.append(

@@ -6,13 +6,16 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from fixtures.errors import LogforkError
 from fixtures.waiting import WaitTimeout, wait_until
 from suites.clients.api import Result, TxnAborted, TxnFailed
 
 INIT_TIMEOUT = 60.0
+# A commit refused for a bumped epoch: the coordinator aborted the transaction at its timeout
+# (KIP-360's bump; PRODUCER_FENCED for EndTxn from KIP-588), so nothing commits it.
+FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 INIT_ATTEMPT = 15.0  # one InitProducerId's own timeout
 
 
@@ -77,6 +80,10 @@ class LibrdkafkaClient:
             self._producer.commit_transaction(timeout)
         except KafkaException as exc:
             error = exc.args[0]
+            if error.code() in FENCED:
+                raise TxnAborted(
+                    f"aborted by its coordinator, which fenced the commit: {exc}"
+                ) from None
             if not error.txn_requires_abort():
                 raise TxnFailed(str(exc)) from None
             self._end(self._producer.abort_transaction, timeout)
