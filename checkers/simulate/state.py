@@ -67,8 +67,9 @@ class SimOptions:
     coordinator_at: tuple[tuple[int, int], ...] = ()
     # How long each step took on real brokers (StepResult.seconds): the wall clock, which
     # the model does not keep, for a coordinator request that waits out request.timeout.ms
-    # (checkers.simulate.transactions). Without it such a wait makes the schedule one the
-    # model cannot predict.
+    # and for the coordinator's abort at the transaction timeout
+    # (checkers.simulate.transactions). Without it the model counts its own time, and such
+    # a request makes the schedule one it cannot predict.
     step_seconds: tuple[float, ...] = ()
 
 
