@@ -357,7 +357,7 @@ class Transactions(Replication):
         """The coordinator aborts a transaction open longer than its timeout: by the run's
         clock where there is one (`between_steps`), else by the model's time (`advance`).
         A run's coordinator looks for them every ABORT_SCAN_S."""
-        if self.txn is None:
+        if self.txn is None or not self._coordinator_up():
             return
         if not self.options.step_seconds:
             if self.time - self.txn.started >= TXN_TIMEOUT_S:
@@ -377,6 +377,12 @@ class Transactions(Replication):
                 f"inside step {straddled[0]}: wall-clock time, which the run's steps do not place"
             )
         self._abort_at_timeout()
+
+    def _coordinator_up(self) -> bool:
+        """Some broker could lead the coordinator's log and abort: running, with a session
+        (a run's log has a replica on every broker and min.insync.replicas 1). With none,
+        the abort waits for the next coordinator, which aborts once it has loaded the log."""
+        return any(self.alive(b) and self.registered(b) for b in self.nodes)
 
     def _abort_at_timeout(self) -> None:
         self.end_txn(ABORT, f"open longer than transaction.timeout.ms {TXN_TIMEOUT_S:g} s")

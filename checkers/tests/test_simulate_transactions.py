@@ -279,3 +279,19 @@ def test_the_runs_clock_times_the_coordinators_abort_at_the_transaction_timeout(
     clock = SimOptions(step_seconds=(1, 1, 70))
     p = simulate(Schedule(kraft(False), steps=steps), "3.9.2", options=clock)
     assert p.unpredictable and "raced the coordinator's abort" in p.unpredictable[0]
+
+
+def test_no_coordinator_aborts_while_no_broker_could_lead_its_log() -> None:
+    # Both replicas are killed and the third broker's session expired: nobody leads the
+    # coordinator's log through the wait, so the transaction is aborted only at the heal,
+    # with the partition back, and nothing hangs (seen on 4.3.1, explore seed 13).
+    steps = (TxnWrite(2), ExpireSession(1), Kill(B), Kill(C), Wait(70))
+    p = simulate(Schedule(kraft(False), steps=steps), "4.3.1")
+    assert not any(e.startswith("step") and "ends: ABORT" in e for e in p.events)
+    assert p.failure() is None
+    clock = SimOptions(step_seconds=(1, 8, 6, 6, 70))
+    assert simulate(Schedule(kraft(False), steps=steps), "4.3.1", options=clock).failure() is None
+    # With broker 1's session kept, it leads the log and aborts into the offline partition.
+    steps = (TxnWrite(2), Kill(B), Kill(C), Wait(70))
+    p = simulate(Schedule(kraft(False), steps=steps), "4.3.1")
+    assert p.failure() == HANGING
