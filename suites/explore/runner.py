@@ -138,12 +138,13 @@ def compare(
     # Every step ran: the run's clock times what the model's own time cannot (a request's
     # timeout, the coordinator's abort at the transaction timeout).
     timed = bool(real) and len(real) == len(model)
-    if (told or unserved or coordinator_at or timed) and schedule is not None:
+    tells = bool(told or unserved or coordinator_at)
+    if (tells or timed) and schedule is not None:
         options = dataclasses.replace(seen, kept_after_power_loss=told)
         again = simulate(schedule, rules, options=options)
         # The clock alone changes nothing unless it decided a timeout, or found one it
         # cannot place: the first prediction stands then.
-        if told or unserved or coordinator_at or again.clock_used or again.unpredictable:
+        if tells or again.clock_used or again.unpredictable:
             prediction, model = again, again.steps
         if told:
             said.append(
