@@ -115,6 +115,22 @@ def _check_seconds(value: Any) -> tuple[Any, str | None]:
     return None, f"must be a number of seconds above 0 (at most {MAX_WAIT_SECONDS})"
 
 
+MAX_FILLER_KB = 900  # under the default max.message.bytes (1 MB), with room for the batch
+MAX_RATE = 100_000  # KB/s: beyond what the cluster's bridge is slowed by
+
+
+def _check_filler(value: Any) -> tuple[Any, str | None]:
+    if is_int(value) and 1 <= value <= MAX_FILLER_KB:
+        return value, None
+    return None, f"must be a number of KB from 1 to {MAX_FILLER_KB}"
+
+
+def _check_rate(value: Any) -> tuple[Any, str | None]:
+    if is_int(value) and 1 <= value <= MAX_RATE:
+        return value, None
+    return None, f"must be a rate in KB/s from 1 to {MAX_RATE}"
+
+
 def _target(check: str = "target") -> Any:
     return {"check": check}
 
@@ -136,9 +152,14 @@ class Produce:
     count: int = field(metadata=_meta(_check_count))
     acks: str = field(default="all", metadata=_meta(_check_acks))
     to: Target = field(default=Role.LEADER, metadata=_target())
+    # KB of one record written first, through the same broker, to the schedule's filler
+    # topic: a fetch response that carries it ahead of the batch makes a slow link take
+    # that long before the batch's bytes are read from the leader's log.
+    filler: int | None = field(default=None, metadata=_meta(_check_filler))
 
     def describe(self) -> str:
-        return f"produce {self.count} (acks={self.acks}) to {_name(self.to)}"
+        pad = f" after a {self.filler} KB filler" if self.filler else ""
+        return f"produce {self.count} (acks={self.acks}) to {_name(self.to)}{pad}"
 
 
 @dataclass(frozen=True)
@@ -181,9 +202,23 @@ class Cut:
 
 
 @dataclass(frozen=True)
+class Slow:
+    """Shape what broker `a` sends to broker `b` to `rate` KB/s until a heal; nothing is
+    lost, only late (faults.slow_link)."""
+
+    KIND: ClassVar[str] = "slow"
+    a: Target = field(metadata=_target())
+    b: Target = field(metadata=_target())
+    rate: int = field(metadata=_meta(_check_rate))
+
+    def describe(self) -> str:
+        return f"slow {_name(self.a)} to {_name(self.b)} to {self.rate} KB/s"
+
+
+@dataclass(frozen=True)
 class Heal:
     """Heal the link between `a` and `b`, or with neither, every cut (hold-backs, session
-    cuts and held AlterPartition requests included)."""
+    cuts, slow links and held AlterPartition requests included)."""
 
     KIND: ClassVar[str] = "heal"
     a: Target | None = field(default=None, metadata=_target())
@@ -431,6 +466,7 @@ Step = (
     | HoldBack
     | HoldAlterPartition
     | Cut
+    | Slow
     | Heal
     | ExpireSession
     | ElectPreferred

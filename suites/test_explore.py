@@ -337,6 +337,31 @@ def test_replay_of_the_kafka_20734_finding(kafka_target, logfork_runs, capsys):
 
 
 @pytest.mark.cluster
+def test_replay_of_the_kafka_18723_finding(kafka_target, logfork_runs, capsys):
+    """docs/findings/KAFKA-18723.md: a follower behind a slow link gets, from its old leader,
+    a batch of the new leader's epoch that the old leader appended after truncating. A
+    release with the fix skips it, and says so in its log: the proof that the run reached
+    the race. Before the fix the replicas diverge at offset 5 (3.9.0, 4.0.0)."""
+    release = kafka_target.release
+    if kafka_target.mode != "kraft":
+        pytest.skip(
+            "the schedule keeps broker 3 from the news by cutting it off from the KRaft quorum"
+        )
+    code, out, verdict = _replay_finding(
+        kafka_target, logfork_runs, capsys, "KAFKA-18723", "--kafka-mode", "kraft"
+    )
+    assert [s["status"] for s in verdict["details"]["steps"]] == ["done"] * 16, out
+    fixed = release.at_least(4, 0, 1) or (release.at_least(3, 9, 1) and not release.at_least(4))
+    if not fixed:
+        assert (code, verdict["details"]["judgement"]["failure"]) == (1, "diverged"), out
+        return
+    assert code == 0, out
+    run_dir = Path(_printed(out, "run directory")[0])
+    log = (run_dir / "nodes" / "b3" / "logs" / "server.log").read_text(errors="replace")
+    assert "Skipping batch" in log and "partitionLeaderEpoch=2" in log, out
+
+
+@pytest.mark.cluster
 def test_a_small_explore_on_kraft_finds_nothing(kafka_target, logfork_runs, capsys):
     """Two schedules in drawing order (the model's search would run the hanging transactions
     it predicts first: docs/schedules/kraft-dropped-marker.json has one), each with a

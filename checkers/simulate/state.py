@@ -269,6 +269,7 @@ class SimState:
             (b for b in cluster.broker_ids if b not in self.assignment), 1
         )
         self.cuts: set[frozenset[Any]] = set()
+        self.slowed: set[tuple[int, int]] = set()  # slow links (checkers.simulate.slow_links)
         self.time = 0.0
         self.writes: list[Write] = []
         self.records: list[StepRecord] = []

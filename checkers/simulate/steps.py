@@ -12,7 +12,7 @@ from typing import Any
 
 from checkers.protocol import Protocol
 from checkers.simulate.prediction import Prediction, predict
-from checkers.simulate.reassignment import Reassignments
+from checkers.simulate.slow_links import SlowLinks
 from checkers.simulate.state import (
     AS_SEEN,
     LEADER,
@@ -69,7 +69,7 @@ from runrecord.schedule_roles import (
 RECOVERY_CHECKPOINT_SECONDS = 60
 
 
-class Simulator(Reassignments):
+class Simulator(SlowLinks):
     """A cluster in the state a schedule's steps have left it in. `apply` runs one step,
     `finish` heals everything, lets the replicas converge and predicts the outcome."""
 
@@ -268,9 +268,9 @@ class Simulator(Reassignments):
 
     def _do_heal(self, step: Heal) -> dict[str, Any]:
         if step.a is None:
-            if not self.cuts and not self.held and self.held_end is None:
+            if not self.cuts and not self.held and self.held_end is None and not self.slowed:
                 raise Skip("nothing is cut")
-            healed = sorted(sorted(map(str, c)) for c in self.cuts)
+            healed = sorted(sorted(map(str, c)) for c in self.cuts) + self.lift_slow()
             was_up = self.quorum_up()
             self.cuts.clear()
             self._quorum_back(was_up)
@@ -283,7 +283,7 @@ class Simulator(Reassignments):
         assert step.b is not None
         for a in self._candidates(step.a):
             for b in self._candidates(step.b):
-                if frozenset((a, b)) in self.cuts:
+                if frozenset((a, b)) in self.cuts or self.lift_slow(a, b):
                     self.cuts.discard(frozenset((a, b)))
                     self._event(f"link {a} - {b} healed")
                     self.settle()

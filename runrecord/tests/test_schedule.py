@@ -31,6 +31,7 @@ from runrecord.schedule import (
     Role,
     Schedule,
     ScheduleError,
+    Slow,
     TopicConfig,
     Wait,
     dumps,
@@ -229,6 +230,26 @@ def test_a_reassignment_round_trips_and_needs_kraft_and_a_change() -> None:
         loads(json.dumps({**to_dict(schedule), "steps": [{"kind": "reassign", "add": 5}]}))
 
 
+def test_a_slow_link_and_a_filler_round_trip_and_are_checked() -> None:
+    kraft = Cluster(mode="kraft", brokers=3, replication_factor=3)
+    steps = (Slow(1, 3, 30), Produce(10, "1", filler=700), Heal())
+    schedule = Schedule(kraft, steps=steps)
+    assert to_dict(schedule)["steps"][:2] == [
+        {"kind": "slow", "a": 1, "b": 3, "rate": 30},
+        {"kind": "produce", "count": 10, "acks": "1", "to": "leader", "filler": 700},
+    ]
+    assert loads(dumps(schedule)) == schedule
+    assert steps[0].describe() == "slow broker 1 to broker 3 to 30 KB/s"
+    assert steps[1].describe() == "produce 10 (acks=1) to the leader after a 700 KB filler"
+    doc = to_dict(schedule)
+    doc["steps"][0]["rate"] = 0
+    with pytest.raises(ScheduleError, match=r"steps\[0\]\.rate: must be a rate in KB/s"):
+        loads(json.dumps(doc))
+    doc["steps"][0]["rate"], doc["steps"][1]["filler"] = 30, 901
+    with pytest.raises(ScheduleError, match=r"steps\[1\]\.filler: must be a number of KB"):
+        loads(json.dumps(doc))
+
+
 def test_validate_checks_schedules_built_in_code() -> None:
     assert validate(EVERYTHING) == EVERYTHING
     bad = Schedule(Cluster(), steps=(ElectUnclean(),))  # unclean elections are disabled
@@ -307,7 +328,7 @@ _DELETE = object()
         ({"steps/0/acks": 1}, 'steps[0].acks: must be "all" or "1"'),
         (
             {"steps/0/batch": 1},
-            "steps[0].batch: unknown field (expected one of: kind, count, acks, to)",
+            "steps[0].batch: unknown field (expected one of: kind, count, acks, to, filler)",
         ),
         ({"steps/1/kind": "hold"}, "steps[1].kind: unknown step kind 'hold'"),
         ({"steps/1/kind": _DELETE}, "steps[1].kind: missing"),

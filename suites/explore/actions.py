@@ -18,6 +18,7 @@ from kazoo.exceptions import NoNodeError
 
 from checkers.simulate import Simulator
 from faults import network, process, replication, session
+from faults.slow_link import SlowLink
 from fixtures.config import zookeeper_config
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
@@ -28,25 +29,26 @@ from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
 from runrecord.events import EventKind
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
-from runrecord.schedule import QUORUM, Role, Schedule, Step
+from runrecord.schedule import QUORUM, Schedule, Step
 from runrecord.schedule_roles import Rejected, Skip, Unserved, View
 from suites.broker_logs import log_mark, shutdown_backoffs
-from suites.explore import dir_steps, elect_steps, reassign_steps, txn_steps
+from suites.explore import (
+    dir_steps,
+    elect_steps,
+    produce_step,
+    reassign_steps,
+    slow_steps,
+    txn_steps,
+)
 from suites.explore.alter_partition import Holds
 from suites.explore.fast_restart import fast_restart
 from suites.explore.power_cuts import PowerCut, cut_power
 from suites.explore.quorum import majority_up, quorum_fault
 from suites.explore.settle import settle
 from suites.scenario import RunContext
-from suites.steps import check_landed, write_batch
 
-# An acks=all write the ISR does not complete is answered with a timeout after
-# Produce.REQUEST_TIMEOUT (the model lets that time pass too); a write is not retried by a
-# timeout, so one step is one batch (a re-send after NOT_LEADER_FOR_PARTITION makes the step
-# not reached: check_landed).
-REQUEST_TIMEOUT = kinds.Produce.REQUEST_TIMEOUT
+REQUEST_TIMEOUT = produce_step.REQUEST_TIMEOUT
 LEADER_SEEN_TIMEOUT = 15.0  # for a new leader to learn that it leads
-NOT_ENOUGH_REPLICAS = "Not enough in-sync replicas"  # librdkafka's text of error 19
 
 
 @dataclass
@@ -55,8 +57,8 @@ class Link:
 
     a: int
     b: Any  # a broker id or QUORUM
-    kind: str  # "hold-back", "cut" or "session"
-    cut: network.Cut
+    kind: str  # "hold-back", "cut", "session" or "slow"
+    cut: network.Cut | SlowLink
     expiry: session.Expiry | None = None
 
     def joins(self, x: Any, y: Any) -> bool:
@@ -165,7 +167,8 @@ class Live:
         return f"broker {broker} is {self.status(broker)}{session_}"
 
     def linked(self, a: Any, b: Any) -> bool:
-        return not any(link.joins(a, b) for link in self.links)
+        # A slow link still carries everything.
+        return not any(link.joins(a, b) and link.kind != "slow" for link in self.links)
 
     def nodes_of(self, end: Any) -> list[Node]:
         if end != QUORUM:
@@ -249,48 +252,7 @@ class Live:
         self.sim.options = options
 
     def _do_produce(self, step: kinds.Produce) -> tuple[dict[str, Any], float]:
-        view = self.view()
-        if step.to == Role.LEADER and view.leader is None:
-            raise Skip("the partition has no leader (offline)")
-
-        def ok(b: Any) -> str | None:
-            if b not in self.assignment:
-                return f"broker {b} holds no replica"
-            if not self.alive(b):
-                return self.describe(b)
-            seen = self.own_leader(b)
-            if seen != b:
-                return f"broker {b} does not know it leads (its metadata says leader {seen})"
-            return None
-
-        b = roles.pick(step.to, view, ok, "produce to")
-        sends = write_batch(
-            self.ctx,
-            self.topic,
-            step.count,
-            to=b,
-            acks=step.acks,
-            request_timeout=REQUEST_TIMEOUT,
-        )
-        errors = sorted({s.error for s in sends if s.error})
-        offsets = [s.offset for s in sends if s.ok]
-        if any(NOT_ENOUGH_REPLICAS in e for e in errors):
-            raise Rejected(f"broker {b} refused the write: {errors[0]}; nothing written")
-        acknowledged = not errors and len(offsets) == step.count
-        check_landed(self.cluster, b, sends)
-        self.ctx.timeline.record(
-            "note",
-            "batch",
-            topic=self.topic,
-            broker=b,
-            acks=step.acks,
-            first=offsets[0] if offsets else None,
-            last=offsets[-1] if offsets else None,
-            acknowledged=acknowledged,
-            errors=errors,
-        )
-        waits = REQUEST_TIMEOUT if step.acks == "all" and not acknowledged else 0.0
-        return {"to": b, "acknowledged": acknowledged, "errors": errors}, waits
+        return produce_step.produce(self, step)
 
     def own_leader(self, b: int) -> int | None:
         """The leader broker `b` names in its own metadata, once it names itself (waiting a
@@ -362,6 +324,11 @@ class Live:
         why = f": {'; '.join(down)}" if down else ""
         raise Skip(f"no uncut link between {step.a} and {step.b}{why}")
 
+    def _do_slow(self, step: kinds.Slow) -> tuple[dict[str, Any], float]:
+        a, b, link = slow_steps.slow_link(self, step)
+        self.links.append(Link(a, b, "slow", link))
+        return {"a": a, "b": b, "rate": step.rate}, 0.0
+
     def _do_heal(self, step: kinds.Heal) -> tuple[dict[str, Any], float]:
         if step.a is None:
             if not (self.links or self.voter_cuts or self.holds.held() or self.txn.held):
@@ -384,6 +351,7 @@ class Live:
         raise Skip(f"no cut between {step.a} and {step.b}")
 
     def heal_link(self, link: Link) -> None:
+        """Heal one link (a slow one records what it shaped in the timeline)."""
         broker = self.node(link.a)
         # The broker registers again, where a quorum is there to take it.
         up = majority_up(self.cluster, self.voter_cuts)

@@ -63,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "3.7, KIP-858)",
     )
     parser.add_argument(
+        "--slow-links",
+        action="store_true",
+        help="draw slow links (a leader's responses to a follower shaped to a few KB/s) and "
+        "writes with a large filler first, which keeps a fetch response in flight for "
+        "seconds (docs/schedules.md, `slow`)",
+    )
+    parser.add_argument(
         "--reassign",
         action="store_true",
         help="draw reassignments of the schedule's partition (replicas added, removed or "
@@ -180,6 +187,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         reassign=args.reassign,
         coordinator=args.coordinator,
         late_ends=args.late_endtxn,
+        slow_links=args.slow_links,
         power_models=models,
         guided=not args.no_guidance,
         pool=args.pool,

@@ -47,6 +47,7 @@ from runrecord.schedule import (
     Resume,
     Role,
     Schedule,
+    Slow,
     Step,
     TopicConfig,
     TxnAbort,
@@ -63,6 +64,7 @@ STEP_WEIGHTS: dict[str, float] = {
     "hold-back": 8,
     "hold-alter-partition": 3,  # KRaft only
     "cut": 3,
+    "slow": 3,  # only with slow_links: a leader's responses to a follower come late
     "heal": 6,
     "expire-session": 6,
     "elect-preferred": 8,
@@ -97,6 +99,9 @@ CLUSTER_CHOICES: dict[str, list[tuple[Any, float]]] = {
 }
 SESSION_MS = 6000
 COUNTS = [1, 1, 1, 2, 3, 5, 10, 10, 11, 15, 20, 20, 25]  # records per produce step
+SLOW_RATES = [10, 30, 30, 100]  # KB/s of a slow link
+FILLERS = [300, 700]  # KB: what a produce step may write first, with slow links
+FILLED = 0.3  # of the produce steps drawn with slow links, those that write a filler
 WAITS = [1, 5, 6, 11, 30, 60]  # seconds
 
 
@@ -129,6 +134,9 @@ class DrawOptions:
     # KRaft: commits and aborts may have their first EndTxn held on the wire until a heal
     # (KAFKA-17754). Off, nothing is drawn for it, as for `coordinator`.
     late_ends: bool = False
+    # Slow links, and produce steps that write a filler first (KAFKA-18723's window). Off,
+    # nothing is drawn for them, as for `coordinator`.
+    slow_links: bool = False
 
 
 def explore_shape(options: DrawOptions, lag_ms: int = 600000) -> DrawOptions:
@@ -198,6 +206,14 @@ def _replica_or(rng: random.Random, cluster: Cluster, roles: list[tuple[Any, flo
 def _draw_produce(rng: random.Random, c: Cluster) -> Step:
     to = Role.LEADER if rng.random() < 0.9 else rng.choice(c.replicas)  # a zombie, maybe
     return Produce(rng.choice(COUNTS), rng.choice(["all", "1"]), to)
+
+
+def _draw_slow(rng: random.Random, c: Cluster) -> Step:
+    """The leader's link to a follower, mostly; KB/s that make a 700 KB filler take from
+    7 s to over a minute (a follower gives up on a fetch after 30 s and asks again)."""
+    a = Role.LEADER if rng.random() < 0.8 else rng.choice(c.replicas)
+    b = _replica_or(rng, c, [(Role.FOLLOWER_IN_ISR, 0.8)])
+    return Slow(a, b, rng.choice(SLOW_RATES))
 
 
 def _draw_hold_back(rng: random.Random, c: Cluster) -> Step:
@@ -315,6 +331,7 @@ def _draw_reassign(rng: random.Random, c: Cluster) -> Step:
 
 DRAW: dict[str, Callable[[random.Random, Cluster], Step]] = {
     "produce": _draw_produce,
+    "slow": _draw_slow,
     "hold-back": _draw_hold_back,
     "hold-alter-partition": _draw_hold_alter_partition,
     "cut": _draw_cut,
@@ -394,6 +411,7 @@ def kind_weights(options: DrawOptions) -> dict[str, float]:
         and (k not in TXN_KINDS or options.mode == "kraft")
         and (k not in ("move-dir", "fail-dir") or options.jbod)
         and (k != "reassign" or (options.reassign and options.mode == "kraft"))
+        and (k != "slow" or options.slow_links)
     }
 
 
@@ -428,6 +446,12 @@ def _at_coordinator(rng: random.Random, step: Step) -> Step:
 HELD_END = 0.4
 
 
+def _filled(rng: random.Random, step: Step) -> Step:
+    if not isinstance(step, Produce) or rng.random() >= FILLED:
+        return step
+    return replace(step, filler=rng.choice(FILLERS))
+
+
 def _held_end(rng: random.Random, step: Step) -> Step:
     if not isinstance(step, TxnCommit | TxnAbort) or rng.random() >= HELD_END:
         return step
@@ -442,6 +466,7 @@ def next_steps(
     power_models: tuple[str, ...] = (CUT,),
     coordinator: bool = False,
     late_ends: bool = False,
+    fillers: bool = False,
 ) -> tuple[list[Step], Simulator | None]:
     """Draw the next step (or move). With a simulator, only what it says would run now; a
     kind that does not after ATTEMPTS draws is set aside for this position. Returns the
@@ -455,6 +480,7 @@ def next_steps(
             else:
                 step = _with_power_model(rng, DRAW[kind](rng, cluster), power_models)
                 step = _at_coordinator(rng, step) if coordinator else step
+                step = _filled(rng, step) if fillers else step
                 drawn = [_held_end(rng, step) if late_ends else step]
             if sim is None:
                 return drawn, None
@@ -483,7 +509,7 @@ def draw(seed: int, index: int, options: DrawOptions | None = None) -> Schedule:
     while len(steps) < length:
         chosen, sim = next_steps(
             rng, cluster, sim, weights, options.power_models, at_coordinator(options),
-            held_ends(options),
+            held_ends(options), options.slow_links,
         )  # fmt: skip
         if not chosen or len(steps) + len(chosen) > options.max_steps:
             break  # nothing can run now, or a move would not fit: the schedule ends here

@@ -233,6 +233,7 @@ def mutate(
                 options.power_models,
                 at_coordinator(options),
                 held_ends(options),
+                options.slow_links,
             )
             inserted += chosen
         steps[at:at] = inserted

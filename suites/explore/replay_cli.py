@@ -87,7 +87,8 @@ def print_outcome(run: ScheduleRun) -> None:
         if comparison.told:
             print(f"told:    {comparison.told}; the model then: {comparison.prediction}")
         if comparison.unpredictable:
-            agree = f"the model cannot predict this schedule: {comparison.unpredictable}"
+            why = comparison.unpredictable
+            agree = f"not judged, the model cannot predict this schedule: {why}"
         print(f"model and brokers agree: {agree}")
     head = {
         Outcome.CONSISTENT: "HELD",

@@ -42,7 +42,7 @@ from runrecord.schedule_expect import expected_symptom
 from runrecord.typed import to_json
 from suites.broker_logs import fetcher_dies, log_mark, stuck_follower
 from suites.convergence import converge
-from suites.explore import txn_steps
+from suites.explore import slow_steps, txn_steps
 from suites.explore.actions import Live, PowerCut
 from suites.explore.bench import Bench, needs_disks
 from suites.explore.evidence import copy_evidence
@@ -409,6 +409,7 @@ def _body(
     # loss takes what this schedule wrote (fixtures.cluster.Cluster.settle_disks).
     cluster.settle_disks()
     cluster.create_topic(topic, [shape.partition_replicas(p) for p in shape.partitions], config)
+    slow_steps.create_filler_topic(cluster, schedule, topic)
     ctx.topic = topic
     _probe(ctx, topic, replicas[0])
     timeline = ctx.timeline

@@ -105,6 +105,7 @@ def _merge(current: Schedule, s: Trier) -> Schedule | None:
                 isinstance(a, Produce)
                 and isinstance(b, Produce)
                 and (a.acks, a.to) == (b.acks, b.to)
+                and not b.filler  # a's filler, if any, still goes first
             ):
                 merged = [*steps[:i], replace(a, count=a.count + b.count), *steps[i + 2 :]]
                 yield current.with_steps(merged), f"merge the produces at steps {i} and {i + 1}"
@@ -146,6 +147,8 @@ def _reduce(current: Schedule, s: Trier) -> Schedule | None:
                     (replace(step, count=c), f"count {step.count} -> {c}")
                     for c in _smaller(step.count)
                 ]
+                if step.filler:
+                    options.append((replace(step, filler=None), "filler dropped"))
             elif isinstance(step, PowerLoss) and step.lose is not None:
                 options = [
                     (replace(step, lose=c), f"lose {step.lose} -> {c}") for c in _smaller(step.lose)

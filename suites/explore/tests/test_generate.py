@@ -145,6 +145,17 @@ def test_held_endtxns_are_drawn_with_late_ends_in_kraft_only() -> None:
     assert draw_many(7, 20, zk) == draw_many(7, 20, replace(zk, late_ends=False))
 
 
+def test_slow_links_and_fillers_are_drawn_with_slow_links_only() -> None:
+    options = DrawOptions(mode="kraft", protocol=Protocol.DIVERGING_EPOCH)
+    plain = [step for s in draw_many(4, 60, options) for step in s.steps]
+    assert "slow" not in {step.KIND for step in plain}
+    assert not any(getattr(step, "filler", None) for step in plain)
+    slowed = [step for s in draw_many(4, 60, replace(options, slow_links=True)) for step in s.steps]
+    assert "slow" in {step.KIND for step in slowed}
+    produces = [step for step in slowed if step.KIND == "produce"]
+    assert any(p.filler for p in produces) and not all(p.filler for p in produces)
+
+
 def test_reassignments_are_drawn_with_reassign_in_kraft_only() -> None:
     options = DrawOptions(mode="kraft", protocol=Protocol.DIVERGING_EPOCH, brokers=4)
     assert "reassign" not in {step.KIND for s in draw_many(5, 40, options) for step in s.steps}

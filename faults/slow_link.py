@@ -1,0 +1,130 @@
+"""A slow link: what one node sends to another is shaped to a low rate (tc, an HTB class
+with a u32 filter on the peer's address, in the sender's network namespace), while the rest
+of its traffic flows at full speed.
+
+Unlike a cut, nothing is lost: a response goes out in full, only late. A broker writes a
+fetch response's log slices to the socket as the link drains (FileRecords.writeTo reads the
+file at each write), so on a slow link what a follower receives is read from the leader's
+log seconds after the leader answered: the window of KAFKA-18723.
+
+The shaping proves itself at the heal: the slow class must have sent bytes and been over its
+limit at least once (`tc -s`), else the link was never slow for anything and the step did
+not do what it set out to.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fixtures.cluster import Cluster
+from fixtures.errors import LogforkError, NotReached
+from fixtures.nodes import Node
+
+DEVICE = "eth0"  # a node's one interface, on the cluster's network
+SLOW_CLASS = "1:20"
+# The HTB class everything else goes through: far above what the bridge carries, so it
+# shapes nothing.
+FAST_RATE = "10gbit"
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """What the slow class let through: bytes sent, and how often it held packets back."""
+
+    bytes_sent: int
+    overlimits: int
+
+
+@dataclass
+class SlowLink:
+    """`node`'s traffic to `peer` shaped to `kbytes_per_second`."""
+
+    cluster: Cluster
+    node: Node
+    peer: Node
+    kbytes_per_second: int
+    installed: bool = False
+    healed: bool = False
+    _incarnation: str | None = None  # the sender's start the shaping went into
+
+    def describe(self) -> str:
+        return f"{self.node.name} --{self.kbytes_per_second}KB/s-> {self.peer.name}"
+
+    def _tc(self, *args: str) -> str:
+        result = self.node.exec(["tc", *args])
+        if result.exit_code != 0:
+            raise LogforkError(f"tc in {self.node.name} refused {' '.join(args)}: {result.output}")
+        return result.output
+
+    def inject(self) -> SlowLink:
+        rate = f"{self.kbytes_per_second * 8}kbit"
+        peer_ip = self.peer.ip(self.cluster.network_name)
+        self._tc("qdisc", "add", "dev", DEVICE, "root", "handle", "1:", "htb", "default", "10")
+        self.installed, self._incarnation = True, self.node.started_at()
+        try:
+            root = ["dev", DEVICE, "parent", "1:"]
+            self._tc("class", "add", *root, "classid", "1:10", "htb", "rate", FAST_RATE)
+            capped = ["htb", "rate", rate, "ceil", rate]
+            self._tc("class", "add", *root, "classid", SLOW_CLASS, *capped)
+            match = ["u32", "match", "ip", "dst", f"{peer_ip}/32", "flowid", SLOW_CLASS]
+            self._tc("filter", "add", *root, "protocol", "ip", "prio", "1", *match)
+            # The kernel's own account of the class proves the shaping is in place.
+            shown = self._tc("class", "show", "dev", DEVICE, "classid", SLOW_CLASS)
+            if "rate" not in shown:
+                raise LogforkError(f"tc in {self.node.name} shows no slow class: {shown!r}")
+        except LogforkError:
+            self._remove()
+            raise
+        self.cluster.timeline.record("fault", "slow", link=self.describe())
+        return self
+
+    def _present(self) -> bool:
+        """Whether the shaping is still in the sender's namespace: a stopped or restarted
+        sender took it with its old namespace, until `restore` shapes again)."""
+        running = self.node.status() == "running"
+        return self.installed and running and self.node.started_at() == self._incarnation
+
+    def shaped(self) -> Shaped:
+        """The slow class's counters so far (nothing, if the node's namespace went)."""
+        if not self._present():
+            return Shaped(0, 0)
+        out = self._tc("-s", "class", "show", "dev", DEVICE, "classid", SLOW_CLASS)
+        sent = re.search(r"Sent (\d+) bytes", out)
+        over = re.search(r"overlimits (\d+)", out)
+        return Shaped(int(sent.group(1)) if sent else 0, int(over.group(1)) if over else 0)
+
+    def _remove(self) -> None:
+        if self._present():
+            self._tc("qdisc", "del", "dev", DEVICE, "root")
+        self.installed = False
+
+    def restore(self) -> None:
+        """Shape again in a restarted sender's new namespace (the old one took the qdisc
+        with it), so that the link stays slow until its heal; a restarted receiver keeps its
+        address, which the filter matches."""
+        if self.healed or self._present() or self.node.status() != "running":
+            return
+        self.installed = False
+        self.inject()
+
+    def heal(self) -> Shaped:
+        """Lift the shaping; returns what it shaped meanwhile."""
+        if self.healed:
+            return Shaped(0, 0)
+        if self.node.status() == "paused":
+            # docker runs nothing in a frozen container, and the qdisc would outlive the
+            # heal unseen.
+            raise NotReached(f"{self.describe()} lifted", f"{self.node.name} is paused")
+        shaped = self.shaped()
+        self._remove()
+        self.healed = True
+        self.cluster.timeline.record(
+            "heal", "slow", link=self.describe(), bytes=shaped.bytes_sent, held=shaped.overlimits
+        )
+        return shaped
+
+
+def slow(cluster: Cluster, node: Node, peer: Node, kbytes_per_second: int) -> SlowLink:
+    """Shape what `node` sends to `peer` to `kbytes_per_second`."""
+    return SlowLink(cluster, node, peer, kbytes_per_second).inject()

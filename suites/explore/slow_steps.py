@@ -1,0 +1,81 @@
+"""A schedule's slow links (the `slow` step) and the filler a `produce` step may write first.
+
+A follower behind a slow link gets each fetch response late, and the leader reads the
+response's log slices from its file as the link drains (FileRecords.writeTo). A large
+record of another partition ahead of the schedule's partition in the same response holds
+that partition's bytes back until the filler has gone out: what the follower then receives
+is the leader's log as it stands by then, after a truncation perhaps (KAFKA-18723).
+
+The filler goes to a topic of its own, on the schedule's replicas, which nothing else
+writes. A leader's fetch session moves the partitions it returned records for to the end
+of its order (KIP-227, FetchSession's IncrementalFetchContext), so an idle partition drifts
+to the front: the filler's record comes first in the response that carries both.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaException, Producer
+
+from faults.slow_link import SlowLink, slow
+from fixtures.cluster import Cluster
+from fixtures.errors import NotReached
+from runrecord import schedule_roles as roles
+from runrecord import schedule_steps as kinds
+from runrecord.schedule import Schedule
+from runrecord.schedule_roles import Skip
+
+if TYPE_CHECKING:
+    from suites.explore.actions import Live
+
+FILLER_TIMEOUT = 30.0  # seconds for the filler's acks=1 write
+
+
+def filler_topic(topic: str) -> str:
+    return f"{topic}-filler"
+
+
+def needs_filler(schedule: Schedule) -> bool:
+    return any(isinstance(s, kinds.Produce) and s.filler for s in schedule.steps)
+
+
+def create_filler_topic(cluster: Cluster, schedule: Schedule, topic: str) -> None:
+    """The filler topic, one partition on the schedule's replicas, where a step writes one."""
+    if needs_filler(schedule):
+        cluster.create_topic(filler_topic(topic), [list(schedule.cluster.replicas)])
+
+
+def write_filler(cluster: Cluster, topic: str, kbytes: int) -> dict[str, Any]:
+    """One record of `kbytes` KB to the filler topic's leader, acks=1. It pads fetch
+    responses and holds no data anyone judges, so it is in no history; not reached unless
+    it is acknowledged."""
+    producer = Producer({**cluster.client_config(), "acks": "1", "linger.ms": 0})
+    landed: list[Any] = []
+    producer.produce(
+        filler_topic(topic),
+        value=b"f" * (kbytes * 1000),
+        partition=0,
+        on_delivery=lambda err, msg: landed.append(err or msg.offset()),
+    )
+    try:
+        left = producer.flush(FILLER_TIMEOUT)
+    except KafkaException as exc:
+        landed.append(exc)
+    if left or not landed or not isinstance(landed[0], int):
+        seen = landed[0] if landed else "no answer"
+        raise NotReached(f"a {kbytes} KB filler written", f"{seen}")
+    return {"filler_kb": kbytes, "filler_offset": landed[0]}
+
+
+def slow_link(live: Live, step: kinds.Slow) -> tuple[int, int, SlowLink]:
+    """Shape what `a` sends `b`; a pair already slowed, or not both running, is passed by."""
+    view = live.view()
+    for a in roles.candidates(step.a, view):
+        for b in roles.candidates(step.b, view):
+            if a == b or not (live.alive(a) and live.alive(b)):
+                continue
+            if any(x.kind == "slow" and (x.a, x.b) == (a, b) for x in live.links):
+                continue
+            return a, b, slow(live.cluster, live.node(a), live.node(b), step.rate)
+    raise Skip(f"no running pair {step.a} -> {step.b} whose link is not slow already")
