@@ -219,6 +219,31 @@ def plan(
     return ordered, left_out
 
 
+def release_lines(candidates: Sequence[Candidate]) -> list[str]:
+    """The release lines (major.minor) the candidates span, oldest first."""
+    lines: list[str] = []
+    for c in candidates:
+        line = ".".join(map(str, c.release.parts[:2]))
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+def spans_lines_note(candidates: Sequence[Candidate]) -> str | None:
+    """A warning where the search crosses release lines: a fix backported to an older line
+    can come out before a newer line's first release that lacks it (KAFKA-18723: in 3.9.1,
+    not in 4.0.0), so "fixed" need not hold from one release on."""
+    lines = release_lines(candidates)
+    if len(lines) < 2:
+        return None
+    return (
+        f"note: the candidates span release lines {', '.join(lines)}; a fix backported to "
+        "an older line may come out before a newer line's first release lacks it, and then "
+        "no single release answers: bisect within one line (--good and --bad of one X.Y) "
+        "if the answer looks odd"
+    )
+
+
 def max_runs(n: int) -> int:
     """Runs without retries for n candidates: both ends, then a binary search."""
     return 2 + math.ceil(math.log2(n - 1)) if n > 2 else n

@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fixtures.releases import parse_version
-from suites.bisect import BadRange, Candidate, Direction, Step, bisect, max_runs, plan
+from suites.bisect import (
+    BadRange,
+    Candidate,
+    Direction,
+    Step,
+    bisect,
+    max_runs,
+    plan,
+    spans_lines_note,
+)
 from suites.cells import (
     Runner,
     add_run_arguments,
@@ -177,6 +186,8 @@ def main(args: argparse.Namespace) -> int:
         )
     source = "--candidates" if given is not None else catalog.source
     print(f"candidates ({len(cands)}, {source}): {' '.join(c.label for c in cands)}")
+    if (note := spans_lines_note(cands)) is not None:
+        print(note)
     for line in left_out_lines([(c.label, reason) for c, reason in left_out]):
         print(line)
     print(

@@ -20,6 +20,7 @@ from suites.bisect import (
     bisect,
     max_runs,
     plan,
+    spans_lines_note,
 )
 from suites.cells import Candidate, RunResult
 from suites.verdict_cache import VerdictCache
@@ -269,3 +270,13 @@ def test_an_end_not_reached_twice_leaves_everything_ambiguous():
     )
     assert "may be any of 2.0.0 .. 2.8.2" in "\n".join(result.summary())
     assert runner.runs == ["1.1.1", "2.8.2", "2.8.2"]
+
+
+def test_a_search_across_release_lines_is_flagged() -> None:
+    """KAFKA-18723 is fixed in 3.9.1 and 4.0.1, not in 4.0.0: across lines the search may
+    have no single answer, and bisect says so; within one line it does not."""
+    one_line = [Candidate.maven(v) for v in ("3.9.0", "3.9.1", "3.9.2")]
+    assert spans_lines_note(one_line) is None
+    across = [Candidate.maven(v) for v in ("3.9.0", "3.9.1", "4.0.0", "4.0.1", "4.1.1")]
+    note = spans_lines_note(across)
+    assert note is not None and "3.9, 4.0, 4.1" in note
