@@ -7,9 +7,9 @@ fetch response's log slices to the socket as the link drains (FileRecords.writeT
 file at each write), so on a slow link what a follower receives is read from the leader's
 log seconds after the leader answered: the window of KAFKA-18723.
 
-The shaping proves itself at the heal: the slow class must have sent bytes and been over its
-limit at least once (`tc -s`), else the link was never slow for anything and the step did
-not do what it set out to.
+The kernel's own account of the slow class proves the shaping is in place when it is set
+up; the heal records what the class sent and how often it held packets back (`tc -s`), in
+the timeline.
 """
 
 from __future__ import annotations
@@ -87,8 +87,9 @@ class SlowLink:
 
     def shaped(self) -> Shaped:
         """The slow class's counters so far (nothing, if the node's namespace went)."""
-        if not self._present():
-            return Shaped(0, 0)
+        return self._counters() if self._present() else Shaped(0, 0)
+
+    def _counters(self) -> Shaped:
         out = self._tc("-s", "class", "show", "dev", DEVICE, "classid", SLOW_CLASS)
         sent = re.search(r"Sent (\d+) bytes", out)
         over = re.search(r"overlimits (\d+)", out)
@@ -108,21 +109,22 @@ class SlowLink:
         self.installed = False
         self.inject()
 
-    def heal(self) -> Shaped:
-        """Lift the shaping; returns what it shaped meanwhile."""
+    def heal(self) -> None:
+        """Lift the shaping, recording what it shaped meanwhile."""
         if self.healed:
-            return Shaped(0, 0)
+            return
         if self.node.status() == "paused":
             # docker runs nothing in a frozen container, and the qdisc would outlive the
             # heal unseen.
             raise NotReached(f"{self.describe()} lifted", f"{self.node.name} is paused")
-        shaped = self.shaped()
-        self._remove()
-        self.healed = True
+        present = self._present()
+        shaped = self._counters() if present else Shaped(0, 0)
+        if present:
+            self._tc("qdisc", "del", "dev", DEVICE, "root")
+        self.installed, self.healed = False, True
         self.cluster.timeline.record(
             "heal", "slow", link=self.describe(), bytes=shaped.bytes_sent, held=shaped.overlimits
         )
-        return shaped
 
 
 def slow(cluster: Cluster, node: Node, peer: Node, kbytes_per_second: int) -> SlowLink:

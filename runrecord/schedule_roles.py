@@ -86,6 +86,23 @@ def candidates(target: Endpoint, view: View) -> list[Any]:
     return sorted(view.brokers)
 
 
+# What `slow` needs of its pair, for pick_pair's Skip: both run, and that way round the link
+# is not slow already.
+SLOWABLE = "that both run, whose link is not slow already"
+
+
+def pick_pair(
+    a: Endpoint, b: Endpoint, view: View, ok: Callable[[Any, Any], bool], what: str
+) -> tuple[Any, Any]:
+    """The first pair of two different brokers, `a`'s candidates then `b`'s (lowest ids
+    first), that `ok` accepts; else Skip, saying `what` no pair was."""
+    for x in candidates(a, view):
+        for y in candidates(b, view):
+            if x != y and ok(x, y):
+                return x, y
+    raise Skip(f"no pair {a} -> {b} {what}")
+
+
 def pick(target: Endpoint, view: View, ok: Callable[[Any], str | None], what: str) -> Any:
     """The first candidate of `target` (lowest id) that `ok` accepts (returns None for);
     else Skip, saying why each candidate did not fit."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from checkers.simulate.reassignment import Reassignments
 from runrecord.schedule import Slow
-from runrecord.schedule_roles import Skip
+from runrecord.schedule_roles import SLOWABLE, pick_pair
 
 
 class SlowLinks(Reassignments):
@@ -24,16 +24,16 @@ class SlowLinks(Reassignments):
         return {b for _, b in self.slowed}
 
     def _do_slow(self, step: Slow) -> dict[str, Any]:
-        for a in self._candidates(step.a):
-            for b in self._candidates(step.b):
-                if a != b and self.alive(a) and self.alive(b) and (a, b) not in self.slowed:
-                    self.slowed.add((a, b))
-                    self._event(f"what broker {a} sends broker {b} slowed to {step.rate} KB/s")
-                    why = "a slow link: what its receiver fetches, and when, depends on its rate"
-                    if why not in self.cannot_predict:
-                        self.cannot_predict.append(why)
-                    return {"a": a, "b": b, "rate": step.rate}
-        raise Skip(f"no running pair {step.a} -> {step.b} whose link is not slow already")
+        def ok(a: Any, b: Any) -> bool:
+            return self.alive(a) and self.alive(b) and (a, b) not in self.slowed
+
+        a, b = pick_pair(step.a, step.b, self.view(), ok, SLOWABLE)
+        self.slowed.add((a, b))
+        self._event(f"what broker {a} sends broker {b} slowed to {step.rate} KB/s")
+        why = "a slow link: what its receiver fetches, and when, depends on its rate"
+        if why not in self.cannot_predict:
+            self.cannot_predict.append(why)
+        return {"a": a, "b": b, "rate": step.rate}
 
     def lift_slow(self, a: Any = None, b: Any = None) -> list[str]:
         """Lift the slow links (with `a` and `b`, the one between them, either way)."""

@@ -25,15 +25,16 @@ def settle(cluster: Cluster, topic: str, sim: Simulator, since: dict[int, int]) 
     1.1.1 a follower holding the old leader's [0, 10] still had to trade it for the new
     leader's, and the next step's crash came first). "" once it does, else where it stood.
     `since`: each broker's log mark at its last start (suites.broker_logs)."""
+    # Behind a slow link a replica's log end is late by the link's rate, not the model's to
+    # say (checkers.simulate.slow_links).
+    late = sim.slow_receivers()
     expected = (
         sim.ctl.leader if sim.ctl.leader is not None else -1,
         tuple(sorted(sim.ctl.isr)),
         {
             b: (r.leo, r.batches[-1].epoch if r.batches else None)
             for b, r in sorted(sim.replicas.items())
-            # behind a slow link a replica's log end is late by the link's rate, not the
-            # model's to say (checkers.simulate.slow_links)
-            if sim.alive(b) and b not in sim.slow_receivers()
+            if sim.alive(b) and b not in late
         },
     )
 

@@ -21,10 +21,10 @@ from confluent_kafka import KafkaException, Producer
 from faults.slow_link import SlowLink, slow
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
+from observe.state import partition_state
 from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
 from runrecord.schedule import Schedule
-from runrecord.schedule_roles import Skip
 
 if TYPE_CHECKING:
     from suites.explore.actions import Live
@@ -65,17 +65,19 @@ def write_filler(cluster: Cluster, topic: str, kbytes: int) -> dict[str, Any]:
     if left or not landed or not isinstance(landed[0], int):
         seen = landed[0] if landed else "no answer"
         raise NotReached(f"a {kbytes} KB filler written", f"{seen}")
-    return {"filler_kb": kbytes, "filler_offset": landed[0]}
+    # The filler holds a response back only where the batch's leader took it too; its
+    # topic's leadership moves on its own, so the step says where it went.
+    leader = partition_state(cluster, filler_topic(topic), 0).leader
+    return {"filler_kb": kbytes, "filler_offset": landed[0], "filler_leader": leader}
 
 
 def slow_link(live: Live, step: kinds.Slow) -> tuple[int, int, SlowLink]:
-    """Shape what `a` sends `b`; a pair already slowed, or not both running, is passed by."""
-    view = live.view()
-    for a in roles.candidates(step.a, view):
-        for b in roles.candidates(step.b, view):
-            if a == b or not (live.alive(a) and live.alive(b)):
-                continue
-            if any(x.kind == "slow" and (x.a, x.b) == (a, b) for x in live.links):
-                continue
-            return a, b, slow(live.cluster, live.node(a), live.node(b), step.rate)
-    raise Skip(f"no running pair {step.a} -> {step.b} whose link is not slow already")
+    """Shape what `a` sends `b`; a pair already slowed, or not both running, is passed by
+    (runrecord.schedule_roles.pick_pair, the rule the model follows)."""
+
+    def ok(a: Any, b: Any) -> bool:
+        slowed = any(x.kind == "slow" and (x.a, x.b) == (a, b) for x in live.links)
+        return live.alive(a) and live.alive(b) and not slowed
+
+    a, b = roles.pick_pair(step.a, step.b, live.view(), ok, roles.SLOWABLE)
+    return a, b, slow(live.cluster, live.node(a), live.node(b), step.rate)
