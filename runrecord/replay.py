@@ -44,7 +44,8 @@ class StepResult:
     waits: float = 0.0  # of which the protocol imposed (session timeouts, wait steps, ...)
     unsettled: str = ""  # where the cluster stood when it did not settle as the model did
     settling: float = 0.0  # of `seconds`, spent waiting for the cluster to stand as the model
-    unserved: bool = False  # skipped because the transaction coordinator could not serve it
+    # skipped for what the model does not follow (runrecord.schedule_roles.Unserved)
+    unserved: bool = False
 
 
 @dataclass

@@ -8,7 +8,7 @@ its path, ``steps[3].count: must be a positive integer``, and reported at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from runrecord.typed import RunRecordError
@@ -33,6 +33,15 @@ class ScheduleError(RunRecordError):
 
 def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def int_in(low: int, high: int, message: str) -> Callable[[Any], tuple[Any, str | None]]:
+    """A field check: an integer from `low` to `high`, else `message`."""
+
+    def check(value: Any) -> tuple[Any, str | None]:
+        return (value, None) if is_int(value) and low <= value <= high else (None, message)
+
+    return check
 
 
 def is_number(value: Any) -> bool:

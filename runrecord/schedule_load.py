@@ -22,6 +22,7 @@ from runrecord.schedule_steps import (
     Reassign,
     Role,
     Step,
+    TxnWrite,
 )
 
 
@@ -107,6 +108,13 @@ def _check_step(step: Step, path: str, problems: Problems, cluster: Cluster | No
     if isinstance(step, MoveDir | FailDir) and cluster is not None and cluster.log_dirs < 2:
         what = "a move between log dirs" if isinstance(step, MoveDir) else "a failed log dir"
         problems.add(f"{path}.kind", f"{what} needs cluster.log_dirs 2")
+    spans = isinstance(step, TxnWrite) and step.partitions and cluster is not None
+    if spans and step.partitions > 1 + cluster.background_partitions:
+        problems.add(
+            f"{path}.partitions",
+            f"the topic has {1 + cluster.background_partitions} partitions "
+            "(cluster.background_partitions + 1)",
+        )
     if isinstance(step, Reassign):
         if step.add is None and step.remove is None and step.prefer is None:
             problems.add(path, "a reassignment names at least one of add, remove and prefer")

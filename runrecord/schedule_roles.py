@@ -27,7 +27,8 @@ class Skip(Exception):
 
 class Unserved(Skip):
     """A step skipped for a reason the model does not follow: the transaction coordinator
-    could not serve it. A run tells the model which steps (SimOptions.unserved)."""
+    could not serve it, or a background partition a transactional write spans could not
+    take it. A run tells the model which steps (SimOptions.unserved)."""
 
 
 class Rejected(Exception):

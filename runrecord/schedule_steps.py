@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from runrecord.power import CUT, POWER_MODELS
-from runrecord.schedule_fields import is_int, is_number
+from runrecord.schedule_fields import int_in, is_int, is_number
 from runrecord.typed import to_json
 
 MAX_COUNT = 100_000  # records in one produce step
@@ -51,10 +51,7 @@ Endpoint = Role | int | str  # a Target, or QUORUM
 # metadata says how the loader checks it. Defaults mean the field may be left out.
 
 
-def _check_count(value: Any) -> tuple[Any, str | None]:
-    if is_int(value) and 1 <= value <= MAX_COUNT:
-        return value, None
-    return None, f"must be a positive integer (at most {MAX_COUNT})"
+_check_count = int_in(1, MAX_COUNT, f"must be a positive integer (at most {MAX_COUNT})")
 
 
 def _check_acks(value: Any) -> tuple[Any, str | None]:
@@ -119,16 +116,21 @@ MAX_FILLER_KB = 900  # under the default max.message.bytes (1 MB), with room for
 MAX_RATE = 100_000  # KB/s: beyond what the cluster's bridge is slowed by
 
 
-def _check_filler(value: Any) -> tuple[Any, str | None]:
-    if is_int(value) and 1 <= value <= MAX_FILLER_KB:
-        return value, None
-    return None, f"must be a number of KB from 1 to {MAX_FILLER_KB}"
+_check_filler = int_in(1, MAX_FILLER_KB, f"must be a number of KB from 1 to {MAX_FILLER_KB}")
 
 
-def _check_rate(value: Any) -> tuple[Any, str | None]:
-    if is_int(value) and 1 <= value <= MAX_RATE:
-        return value, None
-    return None, f"must be a rate in KB/s from 1 to {MAX_RATE}"
+# Partitions one transactional write may span: the schedule's and every background one
+# (runrecord.schedule_cluster.MAX_BACKGROUND_PARTITIONS); the loader checks the cluster has them.
+MAX_TXN_PARTITIONS = 7
+
+
+def _check_txn_partitions(value: Any) -> tuple[Any, str | None]:
+    if is_int(value) and 1 <= value <= MAX_TXN_PARTITIONS:
+        return (value if value > 1 else None), None  # 1 is the default: written as nothing
+    return None, f"must be a number of partitions from 1 to {MAX_TXN_PARTITIONS}"
+
+
+_check_rate = int_in(1, MAX_RATE, f"must be a rate in KB/s from 1 to {MAX_RATE}")
 
 
 def _target(check: str = "target") -> Any:
@@ -419,13 +421,22 @@ class TxnWrite:
     """Write `count` records in one batch to the partition's leader within the schedule's
     transaction, beginning one if none is open (beginning is the client's own business:
     nothing reaches a broker until the first write). acks=all, as every transactional
-    write is (KIP-98)."""
+    write is (KIP-98). With `partitions` n, the same write goes to partitions 0 to n - 1
+    (the background partitions, whose leaders differ), one batch each: the transaction
+    then spans them, and its coordinator must mark every one."""
 
     KIND: ClassVar[str] = "txn-write"
     count: int = field(metadata=_meta(_check_count))
+    partitions: int | None = field(default=None, metadata=_meta(_check_txn_partitions))
+
+    @property
+    def spans(self) -> tuple[int, ...]:
+        """The partitions it writes, the schedule's first."""
+        return tuple(range(self.partitions or 1))
 
     def describe(self) -> str:
-        return f"transactional write of {self.count}"
+        spread = f" to each of partitions 0-{self.partitions - 1}" if self.partitions else ""
+        return f"transactional write of {self.count}{spread}"
 
 
 def _held(held: bool | None) -> str:

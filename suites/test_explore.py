@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from runrecord.explore import EXPLORE_JSON
+from runrecord.rundir import RunDir
 from runrecord.schedule import load_schedule
 from suites import cli
 
@@ -168,6 +169,30 @@ def test_replay_of_a_producer_going_on_after_a_late_endtxn(kafka_target, logfork
     assert steps[3]["targets"]["late_end"] == "delivered", steps[3]
     if kafka_target.release.at_least(3, 6):
         assert steps[4]["targets"]["acknowledged"] is False, steps[4]  # refused
+
+
+@pytest.mark.cluster
+def test_replay_of_transactions_spanning_partitions(kafka_target, logfork_runs, capsys):
+    """Transactions that write the schedule's partition and background ones, whose leaders
+    differ (one moved by a kill in between): the coordinator marks every partition, and
+    read_committed consumers of each read the committed transactions whole and none of the
+    aborted one. The model follows partition 0 and agrees."""
+    out, run_dir = _replay_agreeing(kafka_target, logfork_runs, capsys, "kraft-spanning-txn")
+    steps = json.loads((run_dir / "verdict.json").read_text())["details"]["steps"]
+    assert [s["status"] for s in steps] == ["done"] * 8, out
+    first, second = steps[0]["targets"]["leaders"], steps[3]["targets"]["leaders"]
+    assert len(set(first.values())) > 1, first  # the transaction spans several leaders
+    assert first["2"] == 2 != second["2"], (first, second)  # broker 2 killed in between
+    assert [steps[i]["targets"]["marker"] for i in (1, 4, 7)] == ["COMMIT", "ABORT", "COMMIT"]
+    reads, _ = RunDir(run_dir).reads()
+    assert {(r.isolation, r.partition) for r in reads} == {
+        (level, p) for level in ("read_committed", "read_uncommitted") for p in (0, 1, 2)
+    }
+    committed = {rec.value for r in reads if r.isolation == "read_committed" for rec in r.records}
+    topic = reads[0].topic
+    assert {f"{topic}-t0-{i}@2" for i in range(3)} <= committed  # a commit on partition 2
+    assert not any(v and "-t1-" in v for v in committed)  # the aborted transaction
+    assert {f"{topic}-t2-0", f"{topic}-t2-0@1"} <= committed
 
 
 @pytest.mark.cluster

@@ -122,7 +122,7 @@ class Simulator(SlowLinks):
         handler = getattr(self, "_do_" + type(step).__name__.lower())
         try:
             if self._step in self.options.unserved:
-                raise Skip("the transaction coordinator could not serve it (as the run saw)")
+                raise Skip("the coordinator or a spanned partition could not serve it")
             record.targets = handler(step) or {}
         except Skip as skip:
             record.status, record.note = "skipped", skip.observed

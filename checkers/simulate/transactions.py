@@ -138,7 +138,10 @@ class Transactions(Replication):
         begun only once the coordinator is done with the last one (it answers
         CONCURRENT_TRANSACTIONS until every marker is written), and a write is sent only
         with the ISR at min.insync.replicas: a transactional producer retries
-        NOT_ENOUGH_REPLICAS, where a `produce` step is refused at once."""
+        NOT_ENOUGH_REPLICAS, where a `produce` step is refused at once. Of a write that
+        spans background partitions, the model follows the schedule's partition's batch; a
+        run tells it where the others could not be written (SimOptions.unserved) or were
+        not acknowledged (the schedule is then counted apart)."""
         if self.v1:
             raise Skip("transactions need message format v2 (Kafka 0.11, KIP-98)")
         if self.txn is not None and self.txn.failed:

@@ -33,6 +33,7 @@ from runrecord.schedule import (
     ScheduleError,
     Slow,
     TopicConfig,
+    TxnWrite,
     Wait,
     dumps,
     load_schedule,
@@ -247,6 +248,27 @@ def test_a_slow_link_and_a_filler_round_trip_and_are_checked() -> None:
         loads(json.dumps(doc))
     doc["steps"][0]["rate"], doc["steps"][1]["filler"] = 30, 901
     with pytest.raises(ScheduleError, match=r"steps\[1\]\.filler: must be a number of KB"):
+        loads(json.dumps(doc))
+
+
+def test_a_spanning_transactional_write_round_trips_and_is_checked() -> None:
+    kraft = Cluster(mode="kraft", brokers=3, replication_factor=3, background_partitions=2)
+    schedule = Schedule(kraft, steps=(TxnWrite(2, partitions=3), TxnWrite(1)))
+    doc = to_dict(schedule)
+    assert doc["steps"] == [
+        {"kind": "txn-write", "count": 2, "partitions": 3},
+        {"kind": "txn-write", "count": 1},
+    ]
+    assert loads(dumps(schedule)) == schedule
+    assert schedule.steps[0].spans == (0, 1, 2) and schedule.steps[1].spans == (0,)
+    assert schedule.steps[0].describe() == "transactional write of 2 to each of partitions 0-2"
+    doc["steps"][1]["partitions"] = 1  # the default, read as nothing
+    assert loads(json.dumps(doc)) == schedule
+    doc["steps"][0]["partitions"] = 4
+    with pytest.raises(ScheduleError, match=r"steps\[0\]\.partitions: the topic has 3 partitions"):
+        loads(json.dumps(doc))
+    doc["steps"][0]["partitions"] = 0
+    with pytest.raises(ScheduleError, match=r"steps\[0\]\.partitions: must be a number"):
         loads(json.dumps(doc))
 
 

@@ -254,12 +254,13 @@ class Live:
     def _do_produce(self, step: kinds.Produce) -> tuple[dict[str, Any], float]:
         return produce_step.produce(self, step)
 
-    def own_leader(self, b: int) -> int | None:
-        """The leader broker `b` names in its own metadata, once it names itself (waiting a
-        little: a new leader learns it leads moments after the controller elects it)."""
+    def own_leader(self, b: int, partition: int = 0) -> int | None:
+        """The leader broker `b` names in its own metadata for the partition, once it names
+        itself (waiting a little: a new leader learns it leads moments after the controller
+        elects it)."""
         try:
             return wait_until(
-                lambda: self.cluster.leader_seen_by(b, self.topic),
+                lambda: self.cluster.leader_seen_by(b, self.topic, partition),
                 lambda leader: leader == b,
                 what=f"broker {b} to see itself lead",
                 timeout=LEADER_SEEN_TIMEOUT,

@@ -63,6 +63,7 @@ class ExploreOptions:
     coordinator: bool = False  # kills, pauses and cuts of the transaction coordinator (KRaft)
     late_ends: bool = False  # commits and aborts whose first EndTxn is held (KRaft)
     slow_links: bool = False  # slow links, and writes with a filler first
+    spanning: bool = False  # transactional writes that span background partitions (KRaft)
     power_models: tuple[str, ...] = (CUT,)  # drawn per power-loss step (runrecord.power)
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
@@ -494,6 +495,7 @@ def draw_options(
         coordinator=options.coordinator,
         late_ends=options.late_ends,
         slow_links=options.slow_links,
+        spanning=options.spanning,
         # A broker beside three replicas, for a reassignment to add.
         brokers=4 if options.reassign else 3,
     )

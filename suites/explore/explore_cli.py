@@ -89,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(KAFKA-17754; KRaft only)",
     )
     parser.add_argument(
+        "--spanning-txns",
+        action="store_true",
+        help="let transactional writes span the background partitions as well as the "
+        "schedule's (their leaders differ), so that one commit needs markers on several "
+        "brokers (KRaft only)",
+    )
+    parser.add_argument(
         "--power-models",
         default=CUT,
         metavar="M,...",
@@ -188,6 +195,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         coordinator=args.coordinator,
         late_ends=args.late_endtxn,
         slow_links=args.slow_links,
+        spanning=args.spanning_txns,
         power_models=models,
         guided=not args.no_guidance,
         pool=args.pool,
@@ -224,6 +232,8 @@ def main(args: argparse.Namespace) -> int:
         )
     if options.late_ends and mode != "kraft":
         raise SetupError("--late-endtxn: transactional steps are drawn in KRaft only")
+    if options.spanning and mode != "kraft":
+        raise SetupError("--spanning-txns: transactional steps are drawn in KRaft only")
     stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
     out = Path(args.out or f"runs/explore-{release}-{mode}-seed{options.seed}-{stamp}").resolve()
     out.mkdir(parents=True, exist_ok=True)

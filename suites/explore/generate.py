@@ -137,6 +137,9 @@ class DrawOptions:
     # Slow links, and produce steps that write a filler first (KAFKA-18723's window). Off,
     # nothing is drawn for them, as for `coordinator`.
     slow_links: bool = False
+    # KRaft: transactional writes may span background partitions (`TxnWrite.partitions`).
+    # Off, nothing is drawn for it, as for `coordinator`.
+    spanning: bool = False
 
 
 def explore_shape(options: DrawOptions, lag_ms: int = 600000) -> DrawOptions:
@@ -452,6 +455,16 @@ def _filled(rng: random.Random, step: Step) -> Step:
     return replace(step, filler=rng.choice(FILLERS))
 
 
+# Of the transactional writes drawn with DrawOptions.spanning, those that span partitions.
+SPANNING = 0.4
+
+
+def _spanning(rng: random.Random, step: Step, c: Cluster) -> Step:
+    if not isinstance(step, TxnWrite) or rng.random() >= SPANNING:
+        return step
+    return replace(step, partitions=rng.randint(2, 1 + c.background_partitions))
+
+
 def _held_end(rng: random.Random, step: Step) -> Step:
     if not isinstance(step, TxnCommit | TxnAbort) or rng.random() >= HELD_END:
         return step
@@ -463,14 +476,13 @@ def next_steps(
     cluster: Cluster,
     sim: Simulator | None,
     weights: dict[str, float],
-    power_models: tuple[str, ...] = (CUT,),
-    coordinator: bool = False,
-    late_ends: bool = False,
-    fillers: bool = False,
+    options: DrawOptions,
 ) -> tuple[list[Step], Simulator | None]:
     """Draw the next step (or move). With a simulator, only what it says would run now; a
     kind that does not after ATTEMPTS draws is set aside for this position. Returns the
     steps (none: nothing can run) and the simulator after them."""
+    coordinator, late_ends = at_coordinator(options), held_ends(options)
+    spanning = options.spanning and options.mode == "kraft"
     pool = dict(weights)
     while pool:
         kind = rng.choices(list(pool), list(pool.values()))[0]
@@ -478,9 +490,10 @@ def next_steps(
             if kind in MOVE_WEIGHTS:
                 drawn = _draw_move(rng, cluster, kind)
             else:
-                step = _with_power_model(rng, DRAW[kind](rng, cluster), power_models)
+                step = _with_power_model(rng, DRAW[kind](rng, cluster), options.power_models)
                 step = _at_coordinator(rng, step) if coordinator else step
-                step = _filled(rng, step) if fillers else step
+                step = _filled(rng, step) if options.slow_links else step
+                step = _spanning(rng, step, cluster) if spanning else step
                 drawn = [_held_end(rng, step) if late_ends else step]
             if sim is None:
                 return drawn, None
@@ -507,10 +520,7 @@ def draw(seed: int, index: int, options: DrawOptions | None = None) -> Schedule:
     sim = Simulator(cluster, options.protocol) if options.aware else None
     steps: list[Step] = []
     while len(steps) < length:
-        chosen, sim = next_steps(
-            rng, cluster, sim, weights, options.power_models, at_coordinator(options),
-            held_ends(options), options.slow_links,
-        )  # fmt: skip
+        chosen, sim = next_steps(rng, cluster, sim, weights, options)
         if not chosen or len(steps) + len(chosen) > options.max_steps:
             break  # nothing can run now, or a move would not fit: the schedule ends here
         steps.extend(chosen)

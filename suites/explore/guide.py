@@ -26,12 +26,10 @@ from runrecord.schedule import Produce, Schedule, Step, dumps
 from suites.explore.generate import (
     COUNTS,
     DrawOptions,
-    at_coordinator,
     candidate_seed,
     choose,
     draw,
     draw_many,
-    held_ends,
     kind_weights,
     next_steps,
 )
@@ -225,16 +223,7 @@ def mutate(
         inserted: list[Step] = []
         for _ in range(choose(rng, [(1, 0.6), (2, 0.3), (3, 0.1)])):
             weights = kind_weights(options)
-            chosen, sim = next_steps(
-                rng,
-                schedule.cluster,
-                sim,
-                weights,
-                options.power_models,
-                at_coordinator(options),
-                held_ends(options),
-                options.slow_links,
-            )
+            chosen, sim = next_steps(rng, schedule.cluster, sim, weights, options)
             inserted += chosen
         steps[at:at] = inserted
     return replace(schedule, steps=tuple(steps))

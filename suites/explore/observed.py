@@ -1,11 +1,12 @@
 """What a schedule's run observed of each partition once everything was healed, as the
 judge (suites.explore.judge) reads it: convergence, the audit of the copied logs (its
 transaction findings too), acknowledged acks=all writes missing from the leader's log, what
-power losses dropped, the KRaft metadata log's checks, and what clients see of the schedule's
-partition once its transactions had time to end."""
+power losses dropped, the KRaft metadata log's checks, and what clients see of each
+partition a transaction wrote once its transactions had time to end."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from checkers.audit.local import execute
@@ -33,7 +34,7 @@ def observe(
     convergence: Any,
     states: dict[int, list[Any]],
     live: Live,
-    stable: StableOffsets | None = None,
+    stable: Mapping[int, StableOffsets] | None = None,
     now_ms: int | None = None,
     loops: dict[int, dict[int, str]] | None = None,
     strays: dict[int, str] | None = None,
@@ -42,10 +43,11 @@ def observe(
     """Each partition as the judge reads it: convergence, the audit of the copied logs,
     acknowledged acks=all writes missing from its leader's log, power losses' drops, and
     the transactions open on disk past their timeout beside what clients see of the
-    schedule's partition (`stable`: its offsets once every transaction had time to end), and
+    partitions transactions wrote (`stable`: their offsets once every transaction had time
+    to end), and
     the followers still looping on OffsetOutOfRange once converged (`loops`, by partition),
     and the copies of the schedule's partition a reassignment left current (`strays`), and
-    what consumers read of it (`reads`)."""
+    what consumers read of the partitions transactions wrote (`reads`)."""
     release = ctx.cluster.release
     partitions = live.schedule.cluster.partitions
     sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
@@ -128,8 +130,8 @@ def observe(
             hanging=[h.first_offset for h in found.hanging],
             torn=[t.marker_offset for t in found.torn],
             duplicates=[d.first_offset for d in found.duplicates],
-            stable=str(stable) if stable is not None and p == SCHEDULE_PARTITION else None,
-            stable_stuck=stable.stuck if stable is not None and p == SCHEDULE_PARTITION else None,
+            stable=str(stable[p]) if stable and p in stable else None,
+            stable_stuck=stable[p].stuck if stable and p in stable else None,
             recreated=sorted(live.recreated.values()) if p == SCHEDULE_PARTITION else [],
             fetch_loops=dict((loops or {}).get(p, {})),
             left_behind=dict(strays or {}) if p == SCHEDULE_PARTITION else {},
@@ -137,10 +139,8 @@ def observe(
             read_anomalies=[
                 (a.kind, a.offset, f"{a.detail}; {a.isolation}")
                 for a in (reads.anomalies if reads is not None else [])
-                if a.kind != LOST_WRITE
-            ]
-            if p == SCHEDULE_PARTITION
-            else [],
+                if a.kind != LOST_WRITE and a.partition == p
+            ],
             epoch_cache_lost="; ".join(sorted(live.epochs_lost.values()))
             if p == SCHEDULE_PARTITION and live.epochs_lost
             else uncached.get(p),

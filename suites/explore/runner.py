@@ -14,7 +14,6 @@ renders it.
 
 from __future__ import annotations
 
-import dataclasses
 import platform
 import secrets
 import time
@@ -23,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.protocol import Protocol
-from checkers.simulate import Prediction, SimOptions, Simulator, checkpoint_variants, simulate
+from checkers.simulate import Prediction, Simulator, simulate
 from checkers.txn_reads import TxnReadCheck
 from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.releases import Release
@@ -33,8 +31,7 @@ from observe.stable import StableOffsets
 from observe.state import StateRecorder
 from observe.timeline import Timeline
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair
-from runrecord.power import CUT
-from runrecord.replay import DONE, Comparison, Judgement, StepResult
+from runrecord.replay import Comparison, Judgement, StepResult
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
@@ -43,8 +40,9 @@ from runrecord.typed import to_json
 from suites.broker_logs import fetcher_dies, log_mark, stuck_follower
 from suites.convergence import converge
 from suites.explore import slow_steps, txn_steps
-from suites.explore.actions import Live, PowerCut
+from suites.explore.actions import Live
 from suites.explore.bench import Bench, needs_disks
+from suites.explore.comparison import compare
 from suites.explore.evidence import copy_evidence
 from suites.explore.fetch_loop import fetch_loops
 from suites.explore.heal import heal_all
@@ -94,137 +92,6 @@ class ScheduleRun:
     @property
     def outcome(self) -> Outcome:
         return self.verdict.outcome
-
-
-def compare(
-    prediction: Prediction,
-    judgement: Judgement,
-    model: list[Any],
-    real: list[StepResult],
-    schedule: Schedule | None = None,
-    controller_after: tuple[tuple[int, int], ...] = (),
-    power_cuts: tuple[PowerCut, ...] = (),
-    coordinator_at: tuple[tuple[int, int], ...] = (),
-    unknown: tuple[str, ...] = (),
-) -> Comparison:
-    """The model's failure kind for the schedule's partition beside the brokers'. With the
-    schedule, a disagreement is looked up among the outcomes the model allows where the run
-    decided what the model cannot: which broker won a controller election
-    (`controller_after`, as seen on the brokers), and whether a crash came after a high
-    watermark checkpoint its steps outran. The model agrees then, saying on which
-    condition. What a power loss under a filesystem model kept is the brokers' fsyncs' to
-    decide: the run tells the model (`power_cuts`), which predicts again with it, or says
-    it cannot predict when a file it does not follow was rolled back. Steps the transaction
-    coordinator could not serve (`StepResult.unserved`), and the coordinator a step naming
-    it found (`coordinator_at`), are told alike. `unknown`: what the run saw that the model
-    cannot follow (a held EndTxn whose coordinator had changed when it was released)."""
-    actual = judgement.partitions.get(SCHEDULE_PARTITION)
-    rules = prediction.followed
-    told = tuple(
-        (c.step, c.ends[SCHEDULE_PARTITION][1])
-        for c in power_cuts
-        if c.model != CUT and SCHEDULE_PARTITION in c.ends
-    )
-    unserved = frozenset(r.index for r in real if r.unserved)
-    # What the run tells the model besides the power losses (which the checkpoint variants
-    # below do not take).
-    seen = SimOptions(
-        controller_after=controller_after,
-        unserved=unserved,
-        coordinator_at=coordinator_at,
-        step_seconds=tuple(r.seconds for r in real),
-    )
-    said = []
-    # Every step ran: the run's clock times what the model's own time cannot (a request's
-    # timeout, the coordinator's abort at the transaction timeout).
-    timed = bool(real) and len(real) == len(model)
-    tells = bool(told or unserved or coordinator_at)
-    if (tells or timed) and schedule is not None:
-        options = dataclasses.replace(seen, kept_after_power_loss=told)
-        again = simulate(schedule, rules, options=options)
-        # The clock alone changes nothing unless it decided a timeout, or found one it
-        # cannot place: the first prediction stands then.
-        if tells or again.clock_used or again.unpredictable:
-            prediction, model = again, again.steps
-        if told:
-            said.append(
-                "given where the power losses left the partition ("
-                + ", ".join(f"step {i}: log end {end}" for i, end in told)
-                + ")"
-            )
-        if unserved:
-            steps = ", ".join(str(i) for i in sorted(unserved))
-            said.append(f"given the steps the transaction coordinator could not serve ({steps})")
-        if coordinator_at:
-            found = ", ".join(f"broker {b} at step {i}" for i, b in coordinator_at)
-            said.append(f"given the transaction coordinator the run found ({found})")
-        if prediction.clock_used:
-            said.append("given how long the steps took on the brokers")
-    predicted = prediction.failure()
-    differ = [
-        r.index
-        for r, m in zip(real, model, strict=False)
-        if (r.status == "skipped") != (m.status == "skipped")
-    ]
-    comparison = Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
-    comparison.told = "; ".join(said)
-    # A transactional write the client timed out on where the model's was acknowledged may
-    # or may not have reached the log: the client routes by its own metadata (to a zombie
-    # leader cut off from the quorum, say), which the model does not follow.
-    acked = {m.index: m.targets.get("acknowledged") for m in model}
-    unacked = [
-        f"the transactional write at step {r.index} was not acknowledged, where the model's "
-        "was: whether it reached the log is unknown"
-        for r in real
-        if r.kind == "txn-write"
-        and r.status == DONE
-        and r.targets.get("acknowledged") is False
-        and acked.get(r.index)
-    ]
-    comparison.unpredictable = "; ".join(
-        [
-            *(
-                f"the power loss at step {c.step} rolled back {', '.join(c.unmodelled)}"
-                for c in power_cuts
-                if c.unmodelled
-            ),
-            *unacked,
-            *unknown,
-            *prediction.unpredictable,
-        ]
-    )
-    if not comparison.agree and schedule is not None and not comparison.unpredictable:
-        condition = _agreeing_condition(schedule, rules, actual, seen)
-        if condition is not None:
-            comparison.agree, comparison.agreed_if = True, condition
-    return comparison
-
-
-def _agreeing_condition(
-    schedule: Schedule,
-    protocol: Protocol | str,
-    actual: str | None,
-    base: SimOptions,
-) -> str | None:
-    """The condition on which the model reaches the brokers' outcome, in words, or None;
-    `base`: what the run told the model (the controller elections it held, the steps the
-    coordinator could not serve, the coordinator it found)."""
-    controller_after = base.controller_after
-    elected = ", ".join(f"broker {b} after step {i}" for i, b in controller_after)
-    given = f"given the controller elections the brokers held ({elected})" if elected else ""
-    if controller_after:
-        seen = simulate(schedule, protocol, options=base)
-        if seen.failure() == actual:
-            return f"{given}: {seen.summary()}"
-    for crashes, variant in checkpoint_variants(schedule, protocol, options=base):
-        if variant.failure() == actual:
-            steps = ", ".join(str(i) for i in crashes)
-            also = f", {given}" if given else ""
-            return (
-                f"if the high watermark checkpoint had caught up before the crash at step "
-                f"{steps}{also}: {variant.summary()}"
-            )
-    return None
 
 
 def run_schedule(
@@ -424,7 +291,7 @@ def _body(
     recorders = [StateRecorder(cluster, topic, p, writer).start() for p in shape.partitions]
     background = Background(cluster, ctx.history, topic, partitions=shape.partitions[1:]).start()
     live = Live(ctx, schedule, topic, Simulator(shape, prediction.followed), marks)
-    stable: StableOffsets | None = None  # the schedule's partition once transactions ended
+    stable: dict[int, StableOffsets] = {}  # each partition transactions wrote, once they ended
     reads: TxnReadCheck | None = None  # what consumers read of it then
     loops: dict[int, dict[int, str]] = {}  # partition -> broker -> a fetch loop it logs
     strays: dict[int, str] = {}  # broker -> a copy a reassignment left current on it

@@ -22,6 +22,7 @@ from runrecord.schedule import (
     Schedule,
     Step,
     TxnEnd,
+    TxnWrite,
     Wait,
     step_targets,
 )
@@ -156,6 +157,8 @@ def _reduce(current: Schedule, s: Trier) -> Schedule | None:
             elif isinstance(step, MoveDir | Reassign) and step.throttle:
                 # Unthrottled, a move is swapped in, a reassignment done, within its step.
                 options = [(replace(step, throttle=None), "throttle dropped")]
+            elif isinstance(step, TxnWrite) and step.partitions:
+                options = [(replace(step, partitions=None), "write to partition 0 only")]
             elif isinstance(step, TxnEnd) and step.held:
                 options = [(replace(step, held=None), "EndTxn no longer held")]
             elif isinstance(step, Wait) and step.seconds > 1:

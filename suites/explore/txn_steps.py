@@ -1,15 +1,17 @@
 """The transactional steps of a schedule on real brokers: one transactional producer per
-schedule writes to the schedule's partition, commits and aborts (the model's side is
-checkers.simulate.transactions), and after the heal the run waits for every transaction to
-end before it judges whether one hangs.
+schedule writes to the schedule's partition, and to background ones where a write spans
+them, commits and aborts (the model's side is checkers.simulate.transactions, for the
+schedule's partition), and after the heal the run waits for every transaction to end on
+every partition it wrote before it judges whether one hangs.
 
 Each step checks its precondition first and is skipped, saying what it saw: a leader that
 knows it leads, the ISR at min.insync.replicas (a transactional producer retries
 NOT_ENOUGH_REPLICAS until its message timeout, where a `produce` is refused at once), the
 previous transaction's markers written before another begins (the coordinator answers
 CONCURRENT_TRANSACTIONS until then), and a coordinator that can answer and reach the
-partition's leader. The coordinator is not modelled: a step it could not serve is skipped
-here, and the model never sees it.
+partition's leader. The coordinator is not modelled, nor are the background partitions: a
+step skipped for what they could not do is skipped here, and the run tells the model
+(`Unserved`).
 
 A commit or abort with `held` has its first EndTxn held on the wire at the coordinator
 (`faults.filters.hold_first_client_request`): the client times out on it, retries on a new
@@ -104,7 +106,7 @@ class Runner(Protocol):
     def registered(self, broker: int) -> bool: ...
     def describe(self, broker: int) -> str: ...
     def linked(self, a: Any, b: Any) -> bool: ...
-    def own_leader(self, b: int) -> int | None: ...
+    def own_leader(self, b: int, partition: int = 0) -> int | None: ...
 
 
 class Transactional:
@@ -119,6 +121,10 @@ class Transactional:
         self.failed = False  # a write of the open transaction was not acknowledged
         self.began = 0.0  # when the transaction open or last ended began
         self.written = 0  # batches written
+        # The partitions the open (or the last) transaction wrote: the coordinator must mark
+        # each before the next transaction may begin. And every partition any wrote.
+        self.spans: set[int] = set()
+        self.touched: set[int] = set()
         self.held: HeldEnd | None = None
         # A held EndTxn was delivered while the client had a transaction open: the
         # coordinator ended it, and the client's next end may be refused.
@@ -220,13 +226,13 @@ def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
         raise Unserved(f"the transaction coordinator, broker {c}, is cut off from leader {leader}")
 
 
-def _markers_pending(run: Runner) -> StableOffsets | None:
+def _markers_pending(run: Runner, partition: int) -> StableOffsets | None:
     """The partition's offsets while its last stable offset stays below its high watermark
     (the last transaction's markers not all committed) for MARKERS_WAIT; None once it
     reaches it."""
     try:
         wait_until(
-            lambda: stable_offsets(run.cluster, run.topic),
+            lambda: stable_offsets(run.cluster, run.topic, partition),
             lambda seen: not seen.stuck,
             what="the last transaction's markers",
             timeout=MARKERS_WAIT,
@@ -234,7 +240,9 @@ def _markers_pending(run: Runner) -> StableOffsets | None:
     except WaitTimeout as exc:
         if isinstance(exc.last, StableOffsets):
             return exc.last
-        raise NotReached("the partition's last stable offset, from its leader", exc.last) from None
+        raise NotReached(
+            f"partition {partition}'s last stable offset, from its leader", exc.last
+        ) from None
     return None
 
 
@@ -255,20 +263,28 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
     min_isr = run.schedule.cluster.topic_config.min_insync_replicas
     if len(view.isr) < min_isr:
         raise Skip(f"ISR {list(view.isr)} below min.insync.replicas={min_isr}")
+    leaders = {0: leader, **{p: _spanned_leader(run, p, min_isr) for p in step.spans[1:]}}
     if not txn.open:
-        behind = _markers_pending(run)
-        if behind is not None:
-            raise Skip(
-                f"the coordinator still writes the last transaction's markers ({behind}): "
-                "CONCURRENT_TRANSACTIONS"
-            )
+        # The coordinator answers CONCURRENT_TRANSACTIONS to a new transaction until it
+        # has marked every partition of the last one.
+        for p in sorted({0} | txn.spans):
+            behind = _markers_pending(run, p)
+            if behind is not None:
+                why = f"the coordinator still writes the last transaction's markers ({behind})"
+                if p == 0:
+                    raise Skip(f"{why}: CONCURRENT_TRANSACTIONS")
+                raise Unserved(f"{why}, on partition {p}: CONCURRENT_TRANSACTIONS")
     _coordinator(run, leader, markers=False)
     try:
-        producer = txn.begin(run) if not txn.open else txn.client(run)
+        began = not txn.open
+        producer = txn.begin(run) if began else txn.client(run)
         tag = f"t{txn.written}"
-        for i in range(step.count):
-            producer.send(run.topic, 0, f"{tag}-{i}", f"{run.topic}-{tag}-{i}")
-        sends = producer.flush(txn.timeout + 10)[-step.count :]  # this step's, of its txn's
+        for p in leaders:
+            where = f"@{p}" if p else ""  # the schedule's partition's values as they always were
+            for i in range(step.count):
+                producer.send(run.topic, p, f"{tag}-{i}", f"{run.topic}-{tag}-{i}{where}")
+        # This step's sends, of its transaction's
+        sends = producer.flush(txn.timeout + 10)[-step.count * len(leaders) :]
     except (KafkaException, LogforkError) as exc:  # the client's errors, TxnFailed among them
         if not txn.late:
             raise NotReached("the transactional producer writing to the leader", str(exc)) from None
@@ -278,27 +294,63 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
         txn.close()
         return {"to": leader, "acknowledged": False, "error": str(exc)}, 0.0
     txn.written += 1
-    errors = sorted({s.error for s in sends if s.error})
-    offsets = [s.offset for s in sends if s.offset is not None]
-    acknowledged = not errors and len(offsets) == step.count
+    txn.spans = set(leaders) | (set() if began else txn.spans)
+    txn.touched |= txn.spans
+    unacknowledged = []
+    for p, broker in leaders.items():
+        part = [s for s in sends if s.partition == p]
+        errors = sorted({s.error for s in part if s.error})
+        offsets = [s.offset for s in part if s.offset is not None]
+        if errors or len(offsets) != step.count:
+            unacknowledged.append(p)
+        for send in part:
+            send.broker = broker
+        check_landed(run.cluster, broker, [s for s in part if s.offset is not None])
+        run.ctx.timeline.record(
+            "note",
+            "batch",
+            topic=run.topic,
+            partition=p,
+            broker=broker,
+            acks="all",
+            transaction=producer.label,
+            first=offsets[0] if offsets else None,
+            last=offsets[-1] if offsets else None,
+            acknowledged=p not in unacknowledged,
+            errors=errors,
+        )
+    # One batch not acknowledged fails the transaction: the producer can only abort it.
+    acknowledged = not unacknowledged
     txn.failed |= not acknowledged
-    for send in sends:
-        send.broker = leader
-    check_landed(run.cluster, leader, [s for s in sends if s.offset is not None])
-    run.ctx.timeline.record(
-        "note",
-        "batch",
-        topic=run.topic,
-        broker=leader,
-        acks="all",
-        transaction=producer.label,
-        first=offsets[0] if offsets else None,
-        last=offsets[-1] if offsets else None,
-        acknowledged=acknowledged,
-        errors=errors,
-    )
     waits = txn.request_timeout if not acknowledged else 0.0
-    return {"to": leader, "acknowledged": acknowledged, "transaction": producer.label}, waits
+    targets: dict[str, Any] = {"to": leader, "acknowledged": acknowledged}
+    if step.partitions:
+        targets["leaders"] = {str(p): b for p, b in leaders.items()}
+        targets["unacknowledged"] = unacknowledged
+    return {**targets, "transaction": producer.label}, waits
+
+
+def _spanned_leader(run: Runner, partition: int, min_isr: int) -> int:
+    """The leader of a background partition a transactional write spans, where it can take
+    the write; the model does not follow these partitions, so the run tells it the step was
+    skipped (Unserved)."""
+    state = partition_state(run.cluster, run.topic, partition)
+    leader = state.leader
+    if leader is None or leader < 0:
+        raise Unserved(f"partition {partition} has no leader (offline)")
+    if not run.alive(leader):
+        raise Unserved(f"partition {partition}'s leader: {run.describe(leader)}")
+    seen = run.own_leader(leader, partition)
+    if seen != leader:
+        raise Unserved(
+            f"broker {leader} does not know it leads partition {partition} "
+            f"(its metadata says leader {seen})"
+        )
+    if len(state.isr) < min_isr:
+        raise Unserved(
+            f"partition {partition}'s ISR {list(state.isr)} below min.insync.replicas={min_isr}"
+        )
+    return leader
 
 
 def end(
@@ -394,42 +446,51 @@ def release_held_end(run: Runner, txn: Transactional) -> dict[str, Any]:
 
 def client_reads(run: Runner, txn: Transactional) -> TxnReadCheck | None:
     """Once the transactions ended: what a read_committed and then a read_uncommitted
-    consumer read of the schedule's partition, each pass in the history (reads.jsonl),
-    judged against the producer's (`checkers.txn_reads`); None for a schedule without a
-    transaction."""
+    consumer read of every partition a transaction wrote, each pass in the history
+    (reads.jsonl), judged against the producer's (`checkers.txn_reads`: a transaction
+    committed whole on all of them); None for a schedule without a transaction."""
     if txn.written == 0:
         return None
     passes = []
     for level in (READ_COMMITTED, READ_UNCOMMITTED):
-        try:
-            passes.append(read_pass(run.cluster, run.topic, 0, isolation=level))
-        except (LogforkError, KafkaException) as exc:
-            raise NotReached(f"a {level} read of {run.topic}-0", exc) from None
-        run.ctx.history.add_read(passes[-1])
+        for p in sorted(txn.touched):
+            try:
+                passes.append(read_pass(run.cluster, run.topic, p, isolation=level))
+            except (LogforkError, KafkaException) as exc:
+                raise NotReached(f"a {level} read of {run.topic}-{p}", exc) from None
+            run.ctx.history.add_read(passes[-1])
     check = check_read_passes(run.ctx.history.sends, passes)
     run.ctx.timeline.record("note", "client-reads", **check.to_dict())
     return check
 
 
-def await_transactions_ended(run: Runner, txn: Transactional) -> StableOffsets | None:
-    """After the heal: the producer goes away, and the run waits until the partition's last
-    stable offset reaches its high watermark, or until the coordinator has had the time to
-    abort what is left open (its timeout and two abort scans past the last transaction's
-    start). The offsets seen last; None for a schedule without a transaction."""
+def await_transactions_ended(run: Runner, txn: Transactional) -> dict[int, StableOffsets]:
+    """After the heal: the producer goes away, and the run waits until the last stable
+    offset of every partition a transaction wrote reaches its high watermark, or until the
+    coordinator has had the time to abort what is left open (its timeout and two abort
+    scans past the last transaction's start). The offsets seen last, by partition; none for
+    a schedule without a transaction."""
     if txn.written == 0:
-        return None
+        return {}
     txn.close()
     deadline = txn.began + TXN_TIMEOUT_S + 2 * ABORT_SCAN_MS / 1000 + 2
+    partitions = sorted(txn.touched)
 
-    def probe() -> tuple[float, StableOffsets]:
-        return time.time(), stable_offsets(run.cluster, run.topic)
+    def probe() -> tuple[float, dict[int, StableOffsets]]:
+        return time.time(), {p: stable_offsets(run.cluster, run.topic, p) for p in partitions}
 
     _, offsets = wait_until(
         probe,
-        lambda seen: seen[0] >= deadline or not seen[1].stuck,
+        lambda seen: seen[0] >= deadline or not any(o.stuck for o in seen[1].values()),
         what="every transaction to end",
         timeout=max(deadline - time.time(), 0) + 60,
-        describe=lambda seen: str(seen[1]),
+        describe=lambda seen: _offsets_text(seen[1]),
     )
-    run.ctx.timeline.record("note", "transactions-ended", offsets=str(offsets))
+    run.ctx.timeline.record("note", "transactions-ended", offsets=_offsets_text(offsets))
     return offsets
+
+
+def _offsets_text(offsets: dict[int, StableOffsets]) -> str:
+    if set(offsets) == {0}:
+        return str(offsets[0])  # as a run of one partition always said it
+    return "; ".join(f"partition {p}: {o}" for p, o in sorted(offsets.items()))

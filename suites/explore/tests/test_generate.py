@@ -156,6 +156,19 @@ def test_slow_links_and_fillers_are_drawn_with_slow_links_only() -> None:
     assert any(p.filler for p in produces) and not all(p.filler for p in produces)
 
 
+def test_spanning_transactions_are_drawn_with_spanning_in_kraft_only() -> None:
+    options = DrawOptions(mode="kraft", protocol=Protocol.DIVERGING_EPOCH)
+    plain = [step for s in draw_many(4, 60, options) for step in s.steps]
+    assert not any(getattr(step, "partitions", None) for step in plain)
+    drawn = draw_many(4, 60, replace(options, spanning=True))
+    writes = [(s.cluster, step) for s in drawn for step in s.steps if step.KIND == "txn-write"]
+    assert any(w.partitions for _, w in writes) and not all(w.partitions for _, w in writes)
+    # Never more partitions than the topic has.
+    assert all((w.partitions or 1) <= 1 + c.background_partitions for c, w in writes)
+    zk = replace(options, mode="zk", protocol=Protocol.KIP_279, spanning=True)
+    assert draw_many(4, 20, zk) == draw_many(4, 20, replace(zk, spanning=False))
+
+
 def test_reassignments_are_drawn_with_reassign_in_kraft_only() -> None:
     options = DrawOptions(mode="kraft", protocol=Protocol.DIVERGING_EPOCH, brokers=4)
     assert "reassign" not in {step.KIND for s in draw_many(5, 40, options) for step in s.steps}

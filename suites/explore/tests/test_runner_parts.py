@@ -9,8 +9,8 @@ from pathlib import Path
 from checkers.simulate import simulate
 from runrecord.replay import Judgement, StepResult
 from runrecord.schedule import load_schedule, loads
+from suites.explore.comparison import compare
 from suites.explore.evidence import _wanted
-from suites.explore.runner import compare
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "schedules" / "kip-279-s1-equal.json"
 
@@ -90,7 +90,7 @@ def test_a_step_the_coordinator_could_not_serve_is_skipped_by_the_model_too() ->
     real[2] = StepResult(2, "step 2", "txn-commit", "skipped")
     c = compare(prediction, held, prediction.steps, real, schedule)
     assert (c.predicted, c.agree, c.steps_differ) == (None, True, [])
-    assert c.told == "given the steps the transaction coordinator could not serve (0)"
+    assert c.told == "given the steps the run skipped for what the model does not follow (0)"
 
 
 def test_a_transactional_write_not_acknowledged_leaves_the_model_unable_to_predict() -> None:

@@ -22,6 +22,8 @@ from runrecord.schedule import (
     Role,
     Schedule,
     TopicConfig,
+    TxnCommit,
+    TxnWrite,
     Wait,
     validate,
 )
@@ -193,6 +195,17 @@ def test_a_throttle_is_dropped_where_the_finding_stays() -> None:
     result = shrink(Schedule(jbod, steps=(MoveDir(Role.LEADER, throttle=True),)), moved)
     assert result.minimal.steps == (MoveDir(Role.LEADER),)
     assert "step 0: throttle dropped" in [a.change for a in result.attempts]
+
+
+def test_a_transaction_spans_fewer_partitions_where_the_finding_stays() -> None:
+    def committed(schedule: Schedule) -> str | None:
+        kinds = [type(s) for s in schedule.steps]
+        return "hanging-transaction" if kinds == [TxnWrite, TxnCommit] else None
+
+    kraft = Cluster(mode="kraft", brokers=3, replication_factor=3, background_partitions=2)
+    result = shrink(Schedule(kraft, steps=(TxnWrite(2, partitions=3), TxnCommit())), committed)
+    assert result.minimal.steps == (TxnWrite(2), TxnCommit())
+    assert "step 0: write to partition 0 only" in [a.change for a in result.attempts]
 
 
 def test_targets_signals_and_the_cluster_get_simpler() -> None:
