@@ -52,6 +52,11 @@ class Prediction:
     hanging: int | None = None
     transactions: int = 0  # transactions begun
     late_ends: int = 0  # late EndTxns that ended a transaction the producer had open
+    # Late fetch responses (slow_links): answered with a slice of the leader's log; read
+    # after the leader's log changed there; whose new bytes a follower appended.
+    late_slices: int = 0
+    late_rewritten: int = 0
+    late_appends: int = 0
     # Why the model cannot predict the schedule, from its own steps (`Transactions`).
     unpredictable: tuple[str, ...] = ()
     clock_used: bool = False  # the run's clock decided when a timeout ran out
@@ -172,6 +177,9 @@ def predict(sim: Transactions) -> Prediction:
         hanging=open_transaction(lead.batches) if lead else None,
         transactions=sim.txns,
         late_ends=sim.late_ended,
+        late_slices=sim.late_slices,
+        late_rewritten=sim.late_rewritten,
+        late_appends=sim.late_appends,
         unpredictable=tuple(sim.cannot_predict),
         clock_used=sim.clock_used,
         rules=sim.rules,

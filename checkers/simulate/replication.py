@@ -10,7 +10,7 @@ from typing import Any
 
 from checkers.model import truncate_follower
 from checkers.protocol import Protocol
-from checkers.simulate.state import FOLLOWER, LEADER, Replica, SimState
+from checkers.simulate.state import FOLLOWER, LEADER, Replica, SimState, differ
 
 
 class Replication(SimState):
@@ -90,11 +90,29 @@ class Replication(SimState):
         self._event(f"broker {r.broker} fetches {shown} from broker {leader.broker}")
         return True
 
+    def awaiting(self, broker: int) -> bool:
+        """Whether the broker waits on a fetch response still on its way (slow_links)."""
+        return False
+
+    def _near_misses(self) -> None:
+        """After a step, for ranking: ISR members holding different data at one offset,
+        and an ISR member that lacks the leader's data and cannot fetch it."""
+        isr = [self.replicas[b] for b in self.ctl.isr]
+        pairs = sum(1 for i, a in enumerate(isr) for other in isr[i + 1 :] if differ(a, other))
+        self.max_isr_divergence = max(self.max_isr_divergence, pairs)
+        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
+        if lead is not None:
+            for r in isr:
+                if r is not lead and r.leo < lead.leo and not self.can_talk(r.broker, lead.broker):
+                    self.isr_gap = True
+
     def _replicate(self) -> bool:
         changed = False
         for b, r in sorted(self.replicas.items()):
             if r.role != FOLLOWER or r.stuck or not self.alive(b) or r.leader is None:
                 continue
+            if self.awaiting(b):
+                continue  # its one fetch is in flight behind a filler (slow_links)
             leader = self.replicas.get(r.leader)
             if leader is None or leader.role != LEADER or not self.can_talk(b, r.leader):
                 continue

@@ -1,26 +1,88 @@
-"""The model's side of a slow link (the `slow` step): it knows the link is slow, and that it
-cannot say what the receiver gets from the sender, or when.
+"""The model's side of a slow link (the `slow` step) and of a produce step's filler: the
+fetch response a slowed follower waits for, and what it holds when it arrives.
 
-A follower behind a slow link receives its fetch responses late, and a broker reads a
-response's log slices as the link drains, not as it answers: what arrives may be the
-sender's log as it stands seconds later, after a truncation (KAFKA-18723). So the model
-replicates as if the link were fast, and counts the schedule among those it cannot
-predict once a link is slowed.
+A leader reads a fetch response's log slices from its file as the link drains, not as it
+answers (FileRecords.writeTo re-reads the file at each socket write): a slice records only
+its file positions. A follower that was paused, or cut off from its leader, while a filler
+and a batch were written asks for both at once when it can fetch again; the leader puts the
+idle filler partition first (KIP-227's fetch session moves the partitions it returned
+records for to the end), so the batch's bytes are read only once the filler has gone out at
+the link's rate. Meanwhile the follower fetches nothing else (one fetch in flight per
+leader). What arrives:
+
+- the leader's file shorter than the slice's end then: the send fails ("has been truncated
+  during write") and the follower asks again;
+- whole batches starting at the slice's first position: those, whatever the leader's log
+  holds there by then: after a truncation and new writes of the same sizes, batches of a
+  newer leader epoch (KAFKA-18723). The follower appends them, unless its release skips a
+  batch whose partition leader epoch is above the one it fetches in, and every batch after
+  it (UnifiedLog.hasHigherPartitionLeaderEpoch: 3.9.1, 4.0.1, 4.1.0);
+- anything else (a position inside a batch) is not the model's to say.
+
+The follower drops the response if it learned a newer leader epoch first (its fetcher
+removes the partition), if either end stopped, and after request.timeout.ms (30 s). When
+it arrives is the run's clock's to say (`SimOptions.step_seconds`); where the arrival falls
+inside a step that changed either log, the model cannot predict the schedule. Without a
+clock (drawing and ranking) each step counts NOMINAL_STEP_S besides the model's own waits.
+
+Batch sizes are estimated from their kind and record count (a produce step's records are
+`<topic>-<tag>-<i>`, so equal counts make equal sizes); only their alignment matters.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from checkers.simulate.reassignment import Reassignments
+from checkers.simulate.state import FOLLOWER, LEADER, SimBatch
 from runrecord.schedule import Slow
 from runrecord.schedule_roles import SLOWABLE, pick_pair
+
+FETCH_TIMEOUT_S = 30.0  # a follower's request.timeout.ms for one fetch
+NOMINAL_STEP_S = 1.0  # a step's duration where no run's clock says (drawing and ranking)
+# Estimated bytes: a record batch's header, a record's overhead beside its key and value
+# (both `<topic>-<tag>-<i>`, about 20 bytes before the number), a marker's control batch.
+BATCH_HEADER, RECORD_OVERHEAD, NAME, MARKER_BYTES = 61, 8, 20, 78
+
+
+@dataclass
+class LateResponse:
+    """A fetch response on its way from `leader` to `follower`, behind a filler."""
+
+    leader: int
+    follower: int
+    epoch: int  # the leader epoch the follower fetched in
+    start: int  # the follower's log end offset: the slice's first offset
+    tags: tuple[str, ...]  # the batches the slice held when the leader answered
+    first: int  # the slice's file positions, [first, end)
+    end: int
+    drain: float  # seconds the filler takes at the link's rate
+    built: int  # the step it was answered in
+    built_time: float  # the model's time then
+    straddled: tuple[Any, ...] | None = None  # the logs as they stood, where it fell in a step
+
+
+def batch_bytes(b: SimBatch) -> int:
+    if b.control:
+        return MARKER_BYTES
+    count = b.last - b.base + 1
+    return BATCH_HEADER + sum(RECORD_OVERHEAD + 2 * (NAME + len(str(i))) for i in range(count))
+
+
+def positions(batches: list[SimBatch]) -> list[tuple[int, SimBatch]]:
+    """Each batch with its file position."""
+    out, at = [], 0
+    for b in batches:
+        out.append((at, b))
+        at += batch_bytes(b)
+    return out
 
 
 class SlowLinks(Reassignments):
     def slow_receivers(self) -> set[int]:
-        """Brokers whose fetches from some sender come late: the model cannot say where
-        their logs stand until the heal."""
+        """Brokers whose fetches from some sender come late: a run does not wait for their
+        log ends to stand where the model's do."""
         return {b for _, b in self.slowed}
 
     def _do_slow(self, step: Slow) -> dict[str, Any]:
@@ -28,16 +90,171 @@ class SlowLinks(Reassignments):
             return self.alive(a) and self.alive(b) and (a, b) not in self.slowed
 
         a, b = pick_pair(step.a, step.b, self.view(), ok, SLOWABLE)
-        self.slowed.add((a, b))
+        self.slowed[(a, b)] = step.rate
         self._event(f"what broker {a} sends broker {b} slowed to {step.rate} KB/s")
-        why = "a slow link: what its receiver fetches, and when, depends on its rate"
-        if why not in self.cannot_predict:
-            self.cannot_predict.append(why)
         return {"a": a, "b": b, "rate": step.rate}
 
     def lift_slow(self, a: Any = None, b: Any = None) -> list[str]:
-        """Lift the slow links (with `a` and `b`, the one between them, either way)."""
+        """Lift the slow links (with `a` and `b`, the one between them, either way): what
+        they still carried arrives at once."""
         lifted = [(x, y) for x, y in self.slowed if a is None or {x, y} == {a, b}]
         for link in lifted:
-            self.slowed.discard(link)
+            del self.slowed[link]
+            self.fillers.pop(link, None)  # it goes out at once with whatever follows it
+            for late in [r for r in self.late_responses if (r.leader, r.follower) == link]:
+                self._arrive(late, "as the slow link is lifted")
         return [f"{x}->{y}" for x, y in sorted(lifted)]
+
+    # -- a filler, and the response it holds back -------------------------------------------
+
+    def filler_written(self, kb: int | None, targets: dict[str, Any]) -> None:
+        """A produce step's filler went to its leader first. A follower behind a slow link
+        from it that is fetching gets the filler alone (its fetch waiting at the leader is
+        answered by the filler's append) and waits for it; one that is not fetching now gets
+        it ahead of the leader's log in its next fetch response."""
+        leader = targets.get("to")
+        if not kb or leader is None:
+            return
+        for a, f in list(self.slowed):
+            if a != leader:
+                continue
+            if not self._fetching(f, leader) or self.awaiting(f):
+                self.fillers[(a, f)] = max(kb, self.fillers.get((a, f), 0))
+                continue
+            r = self.replicas[f]
+            drain = kb / self.slowed[(a, f)]
+            self.late_responses.append(
+                LateResponse(a, f, r.epoch, r.leo, (), 0, 0, drain, self._step, self.time)
+            )
+            self._event(f"broker {a} sends broker {f} a {kb} KB filler alone ({drain:.0f} s)")
+
+    def _fetching(self, f: int, leader: int) -> bool:
+        r = self.replicas.get(f)
+        return r is not None and r.leader == leader and self.can_talk(f, leader)
+
+    def awaiting(self, broker: int) -> bool:
+        return any(r.follower == broker for r in self.late_responses)
+
+    def _replicate(self) -> bool:
+        """A follower held back behind a filler fetches again: its leader answers with the
+        filler first, and the follower waits for that response alone."""
+        for (a, f), kb in list(self.fillers.items()):
+            rate = self.slowed.get((a, f))
+            r, lead = self.replicas.get(f), self.replicas.get(a)
+            if rate is None or r is None or lead is None or lead.role != LEADER:
+                continue
+            if r.role != FOLLOWER:
+                continue
+            if not self._fetching(f, a) or r.epoch != lead.epoch or self.awaiting(f):
+                continue
+            del self.fillers[(a, f)]
+            at = positions(lead.batches)
+            sliced = [(p, b) for p, b in at if b.last >= r.leo]
+            if not sliced:
+                continue  # nothing past the follower's end: the filler goes out alone
+            end = sliced[-1][0] + batch_bytes(sliced[-1][1])
+            drain = kb / rate
+            tags = tuple(b.tag for _, b in sliced)
+            self.late_responses.append(
+                LateResponse(a, f, r.epoch, r.leo, tags, sliced[0][0], end, drain,
+                             self._step, self.time)
+            )  # fmt: skip
+            self.late_slices += 1
+            self._event(
+                f"broker {a} answers broker {f}'s fetch: a {kb} KB filler, then its log from "
+                f"offset {r.leo} ({len(sliced)} batch(es)), read as the link drains "
+                f"({drain:.0f} s)"
+            )
+        return super()._replicate()
+
+    # -- when it arrives ---------------------------------------------------------------------
+
+    def between_steps(self) -> None:
+        super().between_steps()
+        for late in list(self.late_responses):
+            passed = self._late_passed(late)
+            if passed:
+                self._arrive(late, "by the run's clock" if self.options.step_seconds else "")
+            elif passed is None and late.straddled is None:
+                late.straddled = self._logs(late)
+
+    def after_step(self) -> None:
+        """A response whose arrival fell inside this step arrives at its end; where the
+        step changed either log meanwhile, the model cannot say what it held."""
+        for late in [r for r in self.late_responses if r.straddled is not None]:
+            if late.straddled != self._logs(late):
+                why = (
+                    f"broker {late.follower}'s late fetch response from broker {late.leader} "
+                    f"arrived inside step {self._step}, which changed what it would hold"
+                )
+                if why not in self.cannot_predict:
+                    self.cannot_predict.append(why)
+            self._arrive(late, f"during step {self._step}")
+        if self.late_responses:
+            self.settle()
+
+    def _late_passed(self, late: LateResponse) -> bool | None:
+        """Whether the filler had drained (or the fetch timed out) before this step began."""
+        seconds = min(late.drain, FETCH_TIMEOUT_S)
+        if self.options.step_seconds:
+            passed = self._wall_passed(late.built, seconds)
+            self.clock_used |= passed is not None
+            return passed
+        elapsed = (self._step - late.built) * NOMINAL_STEP_S + self.time - late.built_time
+        return elapsed >= seconds
+
+    def _logs(self, late: LateResponse) -> tuple[Any, ...]:
+        lead, r = self.replicas[late.leader], self.replicas[late.follower]
+        return (tuple(b.tag for b in lead.batches), r.leader, r.epoch, r.leo)
+
+    def _arrive(self, late: LateResponse, when: str) -> None:
+        self.late_responses.remove(late)
+        lead, r = self.replicas[late.leader], self.replicas[late.follower]
+        who = f"broker {late.follower}'s late fetch response from broker {late.leader}"
+        if late.drain >= FETCH_TIMEOUT_S:
+            self._event(f"{who} timed out (request.timeout.ms): it fetches again")
+            return
+        if not (self.alive(late.leader) and self.alive(late.follower)):
+            self._event(f"{who} is lost: an end stopped or paused")
+            return
+        if r.leader != late.leader or r.epoch != late.epoch or r.leo != late.start:
+            self._event(f"{who} is dropped: broker {late.follower} moved on")
+            return
+        if not late.tags:
+            return  # a filler alone: the follower fetches again
+        at = positions(lead.batches)
+        size = at[-1][0] + batch_bytes(at[-1][1]) if at else 0
+        if size < late.end:
+            self._event(f"{who} fails: broker {late.leader}'s log is shorter than the slice")
+            return
+        read = [b for p, b in at if p >= late.first and p + batch_bytes(b) <= late.end]
+        if not any(p == late.first for p, _ in at):
+            why = f"{who} starts inside a batch of broker {late.leader}'s log ({when})"
+            if why not in self.cannot_predict:
+                self.cannot_predict.append(why)
+            return
+        if tuple(b.tag for b in read) == late.tags:
+            return  # what it asked for: replication as usual
+        self.late_rewritten += 1
+        kept: list[SimBatch] = []
+        for b in read:
+            if self.skips_newer_epoch and b.epoch > late.epoch:
+                self._event(
+                    f"{who} ({when}): skipping batch {b.span} of leader epoch {b.epoch}, above "
+                    f"its own {late.epoch}, and every batch after it"
+                )
+                break
+            kept.append(b)
+        if not kept:
+            return
+        if kept[0].base != r.leo:
+            why = f"{who} holds batches from offset {kept[0].base}, not its log end {r.leo}"
+            if why not in self.cannot_predict:
+                self.cannot_predict.append(why)
+            return
+        self._append(r, kept)
+        self.late_appends += 1
+        self._event(
+            f"{who} ({when}) holds what broker {late.leader}'s log has there now: broker "
+            f"{late.follower} appends {', '.join(f'{b.span} (epoch {b.epoch})' for b in kept)}"
+        )

@@ -246,6 +246,12 @@ class SimState:
         self.skips_leaderless = (
             cluster.mode == "kraft" and release is not None and release.at_least(4, 3)
         )
+        # A follower skips a fetched batch of a leader epoch above the one it fetches in,
+        # and the rest (KAFKA-18723, apache/kafka#18852: 3.9.1, 4.0.1, 4.1.0).
+        self.skips_newer_epoch = release is None or any(
+            release.at_least(*fixed) and not release.at_least(*line)
+            for fixed, line in (((3, 9, 1), (4,)), ((4, 0, 1), (4, 1)), ((4, 1), (99,)))
+        )
         self.held: set[int] = set()  # brokers whose AlterPartition requests are held
         # The ISR changes a held broker asked for, by broker; kept after the heal, as what
         # the hold did. `pending`: the one request each held broker has in flight (Kafka
@@ -269,7 +275,14 @@ class SimState:
             (b for b in cluster.broker_ids if b not in self.assignment), 1
         )
         self.cuts: set[frozenset[Any]] = set()
-        self.slowed: set[tuple[int, int]] = set()  # slow links (checkers.simulate.slow_links)
+        # Slow links, (sender, receiver) -> KB/s; fillers a follower not fetching will get
+        # first from its leader, in KB; fetch responses on their way (slow_links.LateResponse).
+        self.slowed: dict[tuple[int, int], int] = {}
+        self.fillers: dict[tuple[int, int], int] = {}
+        self.late_responses: list[Any] = []
+        # Late fetch responses answered with a slice of the leader's log; of those, the
+        # ones whose bytes had changed under them when read; and those a follower appended.
+        self.late_slices = self.late_rewritten = self.late_appends = 0
         self.time = 0.0
         self.writes: list[Write] = []
         self.records: list[StepRecord] = []

@@ -23,7 +23,6 @@ from checkers.simulate.state import (
     SimOptions,
     StepRecord,
     Write,
-    differ,
 )
 from checkers.simulate.transactions import ABORT
 from runrecord.schedule import (
@@ -132,6 +131,7 @@ class Simulator(SlowLinks):
         record.events, record.controller = self.events[start:], self.elected
         self.records.append(record)
         self._near_misses()
+        self.after_step()
         return record
 
     def _follow_controller_seen(self) -> None:
@@ -144,18 +144,10 @@ class Simulator(SlowLinks):
             self._controller_moves(seen, AS_SEEN)
             self.settle()
 
-    def _near_misses(self) -> None:
-        isr = [self.replicas[b] for b in self.ctl.isr]
-        pairs = sum(1 for i, a in enumerate(isr) for other in isr[i + 1 :] if differ(a, other))
-        self.max_isr_divergence = max(self.max_isr_divergence, pairs)
-        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
-        if lead is not None:
-            for r in isr:
-                if r is not lead and r.leo < lead.leo and not self.can_talk(r.broker, lead.broker):
-                    self.isr_gap = True
-
     def _do_produce(self, step: Produce) -> dict[str, Any]:
-        return self._write(step.count, step.acks, step.to)
+        done = self._write(step.count, step.acks, step.to)
+        self.filler_written(step.filler, done)
+        return done
 
     def _write(
         self, count: int, acks: str, to: Any, txn: int | None = None, *, begin: bool = False
@@ -523,6 +515,7 @@ class Simulator(SlowLinks):
         self._step = -1
         self._event("heal: every cut, pause and stopped broker (and voter)")
         was_up = self.quorum_up()
+        self.lift_slow()
         self.cuts.clear()
         for v in self.voters:
             self.voters[v] = RUNNING

@@ -38,7 +38,6 @@ from runrecord.schedule import (
     Resume,
     Role,
     Schedule,
-    Slow,
     TopicConfig,
     Wait,
 )
@@ -791,23 +790,3 @@ def test_a_failed_log_dir_takes_the_replica_offline_until_its_broker_restarts() 
     zk = Simulator(Cluster(brokers=3, replication_factor=3, replicas=(A, B, C), controller=A,
                            log_dirs=2), KIP279)  # fmt: skip
     assert zk.apply(FailDir(A)).status == "skipped"
-
-
-def test_a_slow_link_replicates_as_usual_but_the_model_cannot_predict_it() -> None:
-    """What a follower behind a slow link receives, and when, depends on the link's rate
-    (KAFKA-18723): the model replicates as if it were fast, says it cannot predict the
-    schedule, and no longer expects the receiver's log end until the heal lifts it."""
-    three = Cluster(mode="kraft", brokers=3, replication_factor=3, replicas=(B, A, C))
-    sim = Simulator(three, DIVERGING)
-    sim.apply(Produce(2))
-    assert sim.apply(Slow(B, C, 30)).targets == {"a": B, "b": C, "rate": 30}
-    assert sim.apply(Slow(B, C, 30)).status == "skipped"  # slowed already
-    sim.apply(Produce(3))
-    assert sim.replicas[C].leo == 5 and sim.slow_receivers() == {C}
-    assert sim.cannot_predict and "slow link" in sim.cannot_predict[0]
-    assert sim.linked(B, C)  # slow, not cut
-    assert sim.apply(Heal(C, B)).status == "done"
-    assert sim.slow_receivers() == set()
-    sim.apply(Slow(A, C, 10))
-    assert sim.apply(Heal()).targets["links"] == ["1->3"]
-    assert simulate(Schedule(three, steps=(Slow(B, C, 30),)), "3.9.0").unpredictable

@@ -361,11 +361,14 @@ ATTEMPTS = 3  # parameter draws per kind before the kind is set aside for this p
 # Moves of two steps that operators and failures produce together, drawn as one with these
 # weights beside STEP_WEIGHTS. Each makes a multi-step precondition of the scenarios
 # likely: a preferred replica that lost leadership and came back (bounce, session-flap),
-# and a write that one follower in the ISR does not get (held-write).
+# a write that one follower in the ISR does not get (held-write), and a follower catching up
+# through a slow link in one response, held back behind a filler (slow-catch-up: with slow
+# links only; what happens while it is in flight is drawn as any other step).
 MOVE_WEIGHTS: dict[str, float] = {
     "bounce": 8,  # kill a broker (SIGKILL or SIGTERM), then restart that same broker
     "session-flap": 5,  # expire a broker's session, then heal its cut from the quorum
     "held-write": 8,  # hold a follower back, then produce
+    "slow-catch-up": 4,  # slow a follower's link, pause it, produce after a filler, resume it
 }
 
 
@@ -376,11 +379,18 @@ def _draw_move(rng: random.Random, c: Cluster, move: str) -> list[Step]:
         return [_draw_kill(rng, c), Restart(Role.ANY_BROKER)]
     if move == "session-flap":
         return [_draw_expire_session(rng, c), Heal()]
+    if move == "slow-catch-up":
+        count, filler = rng.choice(COUNTS), rng.choice(FILLERS)
+        slow = Slow(Role.LEADER, Role.FOLLOWER_IN_ISR, rng.choice(SLOW_RATES))
+        fill = Produce(count, "1", filler=filler)
+        return [slow, Pause(Role.FOLLOWER_IN_ISR), fill, Resume(Role.ANY_BROKER)]
     return [_draw_hold_back(rng, c), _draw_produce(rng, c)]
 
 
 def _pin(step: Step, targets: dict[str, Any]) -> Step:
     """Name the broker an earlier step of the same move resolved to."""
+    if isinstance(step, Pause) and "b" in targets:
+        return Pause(targets["b"])  # the follower behind the slow link just drawn
     broker = targets.get("broker", targets.get("follower"))
     if broker is None:
         return step
@@ -414,7 +424,7 @@ def kind_weights(options: DrawOptions) -> dict[str, float]:
         and (k not in TXN_KINDS or options.mode == "kraft")
         and (k not in ("move-dir", "fail-dir") or options.jbod)
         and (k != "reassign" or (options.reassign and options.mode == "kraft"))
-        and (k != "slow" or options.slow_links)
+        and (k not in ("slow", "slow-catch-up") or options.slow_links)
     }
 
 

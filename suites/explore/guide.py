@@ -63,6 +63,9 @@ def score(p: Prediction) -> float:
     # producer going on with it is what the model cannot follow, and where a hanging or
     # torn transaction would come from.
     points += 40 * min(p.late_ends, 1) + 150 * bool(p.late_ends and p.unpredictable)
+    # A fetch response held back behind a filler on a slow link, and one whose slice the
+    # leader's log had rewritten by the time it was read (KAFKA-18723's race).
+    points += 20 * min(p.late_slices, 1) + 80 * min(p.late_rewritten, 1)
     points -= p.skipped
     return points
 
@@ -86,6 +89,7 @@ def signature(p: Prediction) -> str:
             ("divergence", p.max_divergent_replicas > 1),
             ("isr-gap", p.isr_gap),
             ("late-endtxn", p.late_ends > 0),
+            ("late-fetch", p.late_rewritten > 0),
         )
         what = "near:" + next((name for name, seen in stages if seen), "quiet")
     return f"{what}/{'+'.join(causes) or 'clean'}"

@@ -129,7 +129,9 @@ class Transactional:
         # A held EndTxn was delivered while the client had a transaction open: the
         # coordinator ended it, and the client's next end may be refused.
         self.late = False
-        self.unknown: list[str] = []  # what the model cannot be told (runner.compare)
+        # What the model cannot be told (comparison.compare), transactional or not: a
+        # filler that went elsewhere than its batch (produce_step) too.
+        self.unknown: list[str] = []
 
     def client(self, run: Runner) -> TransactionalProducer:
         if self.producer is None:

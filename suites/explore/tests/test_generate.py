@@ -154,6 +154,23 @@ def test_slow_links_and_fillers_are_drawn_with_slow_links_only() -> None:
     assert "slow" in {step.KIND for step in slowed}
     produces = [step for step in slowed if step.KIND == "produce"]
     assert any(p.filler for p in produces) and not all(p.filler for p in produces)
+    # The slow-catch-up move: a follower's link slowed, the follower paused (by id, where
+    # the model resolved the slow step), a write after a filler, and a resume.
+    kinds = [step.KIND for step in slowed]
+    moves = [
+        i
+        for i in range(len(kinds) - 3)
+        if kinds[i : i + 4] == ["slow", "pause", "produce", "resume"] and slowed[i + 2].filler
+    ]
+    assert moves
+    aware = draw_many(4, 30, replace(options, slow_links=True, aware=True))
+    pinned = [
+        (s.steps[i], s.steps[i + 1])
+        for s in aware
+        for i in range(len(s.steps) - 1)
+        if s.steps[i].KIND == "slow" and s.steps[i + 1].KIND == "pause"
+    ]
+    assert any(isinstance(p.target, int) for _, p in pinned)  # the move, pinned
 
 
 def test_spanning_transactions_are_drawn_with_spanning_in_kraft_only() -> None:

@@ -1,0 +1,134 @@
+"""The model's slow links and late fetch responses (checkers.simulate.slow_links), on
+crafted schedules: KAFKA-18723's race, and the arrivals a run's clock places."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from checkers.model import Fate
+from checkers.protocol import Protocol
+from checkers.simulate import SimOptions, Simulator, simulate
+from runrecord.schedule import (
+    QUORUM,
+    Cluster,
+    Cut,
+    ExpireSession,
+    Heal,
+    Pause,
+    Produce,
+    Resume,
+    Schedule,
+    Slow,
+    load_schedule,
+)
+
+A, B, C = 1, 2, 3
+FINDING = Path(__file__).resolve().parents[2] / "docs" / "findings" / "KAFKA-18723.json"
+
+
+def test_a_slow_link_replicates_as_usual_and_is_lifted_by_a_heal() -> None:
+    three = Cluster(mode="kraft", brokers=3, replication_factor=3, replicas=(B, A, C))
+    sim = Simulator(three, Protocol.DIVERGING_EPOCH)
+    sim.apply(Produce(2))
+    assert sim.apply(Slow(B, C, 30)).targets == {"a": B, "b": C, "rate": 30}
+    assert sim.apply(Slow(B, C, 30)).status == "skipped"  # slowed already
+    sim.apply(Produce(3))
+    assert sim.replicas[C].leo == 5 and sim.slow_receivers() == {C}
+    assert not sim.cannot_predict  # without a filler nothing comes late
+    assert sim.linked(B, C)  # slow, not cut
+    assert sim.apply(Heal(C, B)).status == "done"
+    assert sim.slow_receivers() == set()
+    sim.apply(Slow(A, C, 10))
+    assert sim.apply(Heal()).targets["links"] == ["1->3"]
+
+
+def test_kafka_18723_the_follower_appends_its_old_leaders_new_epoch_before_the_fix() -> None:
+    """docs/findings/KAFKA-18723.json: broker 3's response from broker 1, answered behind a
+    700 KB filler, is read after broker 1 truncated and appended the new leader's batches
+    at the same positions."""
+    schedule = load_schedule(FINDING)
+    for bad in ("3.9.0", "4.0.0", "3.8.1"):
+        p = simulate(schedule, bad)
+        assert (p.outcome, p.diverged_at, p.late_appends) == (Fate.DIVERGED, 5, 1), bad
+        assert any("appends [15, 24] (epoch 2)" in e for e in p.events)
+    for good in ("3.9.1", "4.0.1", "4.1.0", "4.3.1"):
+        p = simulate(schedule, good)
+        assert p.failure() is None and p.late_appends == 0, good
+        assert any("skipping batch [15, 24] of leader epoch 2" in e for e in p.events)
+
+
+def test_the_runs_clock_places_the_arrival() -> None:
+    """The filler drains in 23 s. With the steps after the resume taking 1 s each the
+    response arrives during the final wait, after the new writes: the race. With the
+    resume's step taking 40 s it timed out first (30 s), and nothing late is appended."""
+    schedule = load_schedule(FINDING)
+    quick = tuple([1.0] * 15 + [30.0])
+    p = simulate(schedule, "3.9.0", options=SimOptions(step_seconds=quick))
+    assert p.failure() == "diverged" and p.clock_used and not p.unpredictable
+    # The filler took 2 s: it was out before the election, and the batch as it was with it.
+    fast = replace(schedule, steps=tuple(
+        replace(s, filler=60) if isinstance(s, Produce) and s.filler else s
+        for s in schedule.steps
+    ))  # fmt: skip
+    p = simulate(fast, "3.9.0", options=SimOptions(step_seconds=quick))
+    assert p.failure() is None and p.late_appends == 0
+
+
+def test_an_arrival_inside_a_step_that_changed_the_logs_is_not_predicted() -> None:
+    schedule = load_schedule(FINDING)
+    # 25 s on the first new write's step: the 23 s drain ends inside it, while broker 1
+    # appends the batch the response may or may not hold.
+    seconds = tuple([1.0] * 13 + [25.0] + [1.0] + [30.0])
+    p = simulate(schedule, "3.9.0", options=SimOptions(step_seconds=seconds))
+    assert any("arrived inside step 13" in why for why in p.unpredictable), p.unpredictable
+    # Inside the election's step, which changes neither log, it arrives at the step's end:
+    # before the truncation, as it was answered.
+    seconds = tuple([1.0] * 11 + [25.0] + [1.0] * 3 + [30.0])
+    p = simulate(schedule, "3.9.0", options=SimOptions(step_seconds=seconds))
+    assert p.failure() is None and not p.unpredictable
+
+
+def test_a_filler_to_a_fetching_follower_holds_its_fetches_back() -> None:
+    """A follower that is fetching gets the filler alone; it fetches nothing else until
+    the filler has drained, so an acks=all write meanwhile is not acknowledged."""
+    three = Cluster(mode="kraft", brokers=3, replication_factor=2, replicas=(A, C))
+    sim = Simulator(three, "3.9.0")
+    sim.apply(Slow(A, C, 10))
+    sim.apply(Produce(1, "1", filler=300))
+    assert sim.awaiting(C)
+    sim.apply(Produce(2))
+    assert not sim.writes[-1].acknowledged and sim.replicas[C].leo == 1
+    sim.apply(Pause(B))
+    sim.apply(Resume(B))
+    assert sim.apply(Heal(A, C)).status == "done" and not sim.awaiting(C)
+    assert sim.finish().outcome is Fate.CONSISTENT
+
+
+def test_a_zombie_leaders_late_response_carries_its_successors_batch() -> None:
+    """The same race through a zombie: broker 1, cut off from the quorum and fenced, takes
+    writes that broker 3 (cut off too, so it never learns of broker 2) fetches; the
+    response held back behind a filler is read after broker 1 came back, truncated them and
+    took broker 2's batches of the same sizes at the same positions."""
+    three = Cluster(mode="kraft", brokers=3, replication_factor=3, replicas=(A, B, C))
+    steps = (
+        Slow(A, C, 30),
+        Cut(C, QUORUM),
+        ExpireSession(A),
+        Produce(10, "1", A),
+        Pause(C),
+        Produce(10, "1", A, filler=700),
+        Resume(C),
+        Heal(A, QUORUM),
+        Produce(10, "1"),
+        Produce(10, "1"),
+    )
+    p = simulate(Schedule(three, steps=steps), "3.9.0")
+    assert (p.failure(), p.diverged_at, p.late_appends) == ("diverged", 0, 1), p.events
+    p = simulate(Schedule(three, steps=steps), "3.9.1")
+    assert p.failure() is None and p.late_rewritten == 1 and p.late_appends == 0
+    # A first write of another size moves the next batch off the slice's first position:
+    # what the follower makes of bytes from inside a batch is not the model's to say.
+    other = (*steps[:-2], Produce(11, "1"), Produce(10, "1"))
+    p = simulate(Schedule(three, steps=other), "3.9.0")
+    assert any("inside a batch" in why for why in p.unpredictable), p.unpredictable
