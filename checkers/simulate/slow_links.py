@@ -60,6 +60,9 @@ class LateResponse:
     drain: float  # seconds the filler takes at the link's rate
     built: int  # the step it was answered in
     built_time: float  # the model's time then
+    # Sent by a zombie (fenced, or no longer the controller's leader): its filler is on no
+    # other broker, and it truncates it, under the send, once it learns it follows.
+    zombie: bool = False
     straddled: tuple[Any, ...] | None = None  # the logs as they stood, where it fell in a step
 
 
@@ -123,10 +126,13 @@ class SlowLinks(Reassignments):
                 continue
             r = self.replicas[f]
             drain = kb / self.slowed[(a, f)]
-            self.late_responses.append(
-                LateResponse(a, f, r.epoch, r.leo, (), 0, 0, drain, self._step, self.time)
-            )
+            late = LateResponse(a, f, r.epoch, r.leo, (), 0, 0, drain, self._step, self.time)
+            late.zombie = self._zombie(a)
+            self.late_responses.append(late)
             self._event(f"broker {a} sends broker {f} a {kb} KB filler alone ({drain:.0f} s)")
+
+    def _zombie(self, b: int) -> bool:
+        return not self.registered(b) or self.ctl.leader != b
 
     def _fetching(self, f: int, leader: int) -> bool:
         r = self.replicas.get(f)
@@ -155,10 +161,11 @@ class SlowLinks(Reassignments):
             end = sliced[-1][0] + batch_bytes(sliced[-1][1])
             drain = kb / rate
             tags = tuple(b.tag for _, b in sliced)
-            self.late_responses.append(
-                LateResponse(a, f, r.epoch, r.leo, tags, sliced[0][0], end, drain,
-                             self._step, self.time)
-            )  # fmt: skip
+            late = LateResponse(
+                a, f, r.epoch, r.leo, tags, sliced[0][0], end, drain, self._step, self.time
+            )
+            late.zombie = self._zombie(a)
+            self.late_responses.append(late)
             self.late_slices += 1
             self._event(
                 f"broker {a} answers broker {f}'s fetch: a {kb} KB filler, then its log from "
@@ -222,6 +229,12 @@ class SlowLinks(Reassignments):
             return
         if not late.tags:
             return  # a filler alone: the follower fetches again
+        if late.zombie and lead.role != LEADER:
+            self._event(
+                f"{who} fails: broker {late.leader} truncated the filler only it held, a "
+                "zombie, under the send"
+            )
+            return
         at = positions(lead.batches)
         size = at[-1][0] + batch_bytes(at[-1][1]) if at else 0
         if size < late.end:

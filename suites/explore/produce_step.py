@@ -43,7 +43,7 @@ def produce(live: Live, step: kinds.Produce) -> tuple[dict[str, Any], float]:
     b = roles.pick(step.to, view, ok, "produce to")
     filler: dict[str, Any] = {}
     if step.filler:  # first, so that a fetch response carries it ahead of the batch
-        filler = slow_steps.write_filler(live.cluster, live.topic, step.filler)
+        filler = slow_steps.write_filler(live.cluster, live.topic, step.filler, b)
     sends = write_batch(
         live.ctx,
         live.topic,

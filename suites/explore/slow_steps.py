@@ -21,7 +21,6 @@ from confluent_kafka import KafkaException, Producer
 from faults.slow_link import SlowLink, slow
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
-from observe.state import partition_state
 from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
 from runrecord.schedule import Schedule
@@ -46,11 +45,14 @@ def create_filler_topic(cluster: Cluster, schedule: Schedule, topic: str) -> Non
         cluster.create_topic(filler_topic(topic), [list(schedule.cluster.replicas)])
 
 
-def write_filler(cluster: Cluster, topic: str, kbytes: int) -> dict[str, Any]:
-    """One record of `kbytes` KB to the filler topic's leader, acks=1. It pads fetch
-    responses and holds no data anyone judges, so it is in no history; not reached unless
-    it is acknowledged."""
-    producer = Producer({**cluster.client_config(), "acks": "1", "linger.ms": 0})
+def write_filler(cluster: Cluster, topic: str, kbytes: int, to: int) -> dict[str, Any]:
+    """One record of `kbytes` KB, acks=1, through broker `to` (the batch's): a producer
+    bootstrapped from it alone writes where its metadata says the filler topic's leader is,
+    itself where it is a zombie leader, as for the batch (suites.steps.write_batch). It pads
+    fetch responses and holds no data anyone judges, so it is in no history; not reached
+    unless it is acknowledged."""
+    conf = {**cluster.client_config(only=to), "acks": "1", "linger.ms": 0}
+    producer = Producer(conf)
     landed: list[Any] = []
     producer.produce(
         filler_topic(topic),
@@ -67,7 +69,7 @@ def write_filler(cluster: Cluster, topic: str, kbytes: int) -> dict[str, Any]:
         raise NotReached(f"a {kbytes} KB filler written", f"{seen}")
     # The filler holds a response back only where the batch's leader took it too; its
     # topic's leadership moves on its own, so the step says where it went.
-    leader = partition_state(cluster, filler_topic(topic), 0).leader
+    leader = cluster.leader_seen_by(to, filler_topic(topic))
     return {"filler_kb": kbytes, "filler_offset": landed[0], "filler_leader": leader}
 
 
