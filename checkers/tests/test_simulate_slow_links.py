@@ -20,6 +20,7 @@ from runrecord.schedule import (
     Resume,
     Schedule,
     Slow,
+    Wait,
     load_schedule,
 )
 
@@ -122,7 +123,12 @@ def test_a_zombie_leaders_late_response_fails_with_its_filler() -> None:
         Heal(A, QUORUM),
         Produce(10, "1"),
         Produce(10, "1"),
+        Wait(30),
     )
     p = simulate(Schedule(three, steps=steps), "3.9.0")
     assert p.failure() is None and p.late_slices == 1 and p.late_appends == 0
     assert any("truncated the filler only it held" in e for e in p.events)
+    # Without the wait the final heal lifts the link with every cut, the follower's from
+    # the quorum too: a race the model does not call (on 3.9.0 the news came first).
+    p = simulate(Schedule(three, steps=steps[:-1]), "3.9.0")
+    assert any("when every cut healed" in why for why in p.unpredictable)
