@@ -138,15 +138,22 @@ class SlowLinks(Reassignments):
             if not self._fetching(f, leader) or self.awaiting(f):
                 self.fillers[(a, f)] = max(kb, self.fillers.get((a, f), 0))
                 continue
-            r = self.replicas[f]
-            drain = kb / self.slowed[(a, f)]
-            late = LateResponse(a, f, r.epoch, r.leo, (), 0, 0, drain, self._step, self.time)
-            late.zombie = self._zombie(a)
-            self.late_responses.append(late)
-            self._event(f"broker {a} sends broker {f} a {kb} KB filler alone ({drain:.0f} s)")
+            self._send(a, f, kb, [])
 
-    def _zombie(self, b: int) -> bool:
-        return not self.registered(b) or self.ctl.leader != b
+    def _send(self, a: int, f: int, kb: int, sliced: list[tuple[int, SimBatch]]) -> None:
+        """Leader `a` answers follower `f`'s fetch: a `kb` KB filler, then `sliced` (its
+        batches past the follower's end, with their file positions)."""
+        r, drain = self.replicas[f], kb / self.slowed[(a, f)]
+        first, end = 0, 0
+        if sliced:
+            first, end = sliced[0][0], sliced[-1][0] + batch_bytes(sliced[-1][1])
+        tags = tuple(b.tag for _, b in sliced)
+        late = LateResponse(a, f, r.epoch, r.leo, tags, first, end, drain, self._step, self.time)
+        late.zombie = not self.registered(a) or self.ctl.leader != a
+        self.late_responses.append(late)
+        what = f"then its log from offset {r.leo} ({len(sliced)} batch(es))" if sliced else "alone"
+        self._event(f"broker {a} answers broker {f}'s fetch: a {kb} KB filler, {what}, read as "
+                    f"the link drains ({drain:.0f} s)")  # fmt: skip
 
     def _fetching(self, f: int, leader: int) -> bool:
         r = self.replicas.get(f)
@@ -159,33 +166,17 @@ class SlowLinks(Reassignments):
         """A follower held back behind a filler fetches again: its leader answers with the
         filler first, and the follower waits for that response alone."""
         for (a, f), kb in list(self.fillers.items()):
-            rate = self.slowed.get((a, f))
             r, lead = self.replicas.get(f), self.replicas.get(a)
-            if rate is None or r is None or lead is None or lead.role != LEADER:
+            if (a, f) not in self.slowed or r is None or lead is None or lead.role != LEADER:
                 continue
             if r.role != FOLLOWER:
                 continue
             if not self._fetching(f, a) or r.epoch != lead.epoch or self.awaiting(f):
                 continue
             del self.fillers[(a, f)]
-            at = positions(lead.batches)
-            sliced = [(p, b) for p, b in at if b.last >= r.leo]
-            if not sliced:
-                continue  # nothing past the follower's end: the filler goes out alone
-            end = sliced[-1][0] + batch_bytes(sliced[-1][1])
-            drain = kb / rate
-            tags = tuple(b.tag for _, b in sliced)
-            late = LateResponse(
-                a, f, r.epoch, r.leo, tags, sliced[0][0], end, drain, self._step, self.time
-            )
-            late.zombie = self._zombie(a)
-            self.late_responses.append(late)
-            self.late_slices += 1
-            self._event(
-                f"broker {a} answers broker {f}'s fetch: a {kb} KB filler, then its log from "
-                f"offset {r.leo} ({len(sliced)} batch(es)), read as the link drains "
-                f"({drain:.0f} s)"
-            )
+            sliced = [(p, b) for p, b in positions(lead.batches) if b.last >= r.leo]
+            self.late_slices += bool(sliced)
+            self._send(a, f, kb, sliced)
         return super()._replicate()
 
     # -- when it arrives ---------------------------------------------------------------------
@@ -195,7 +186,8 @@ class SlowLinks(Reassignments):
         for late in list(self.late_responses):
             passed = self._late_passed(late)
             if passed:
-                self._arrive(late, "by the run's clock" if self.options.step_seconds else "")
+                clocked = self.options.step_seconds
+                self._arrive(late, "by the run's clock" if clocked else "by the model's time")
             elif passed is None and late.straddled is None:
                 late.straddled = self._logs(late)
 
