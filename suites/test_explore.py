@@ -134,7 +134,7 @@ def test_replay_of_the_coordinator_as_a_target(kafka_target, logfork_runs, capsy
     found = details["comparison"]["told"]
     killed, paused = steps[1]["targets"]["broker"], steps[5]["targets"]["broker"]
     assert f"broker {killed} at step 1, broker {paused} at step 5" in found, found
-    assert "could not serve (6)" in found, found
+    assert "does not follow (6)" in found, found
 
 
 @pytest.mark.cluster
