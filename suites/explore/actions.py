@@ -104,6 +104,9 @@ class Live:
         self.voter_cuts: dict[str, network.Cut] = {}  # KRaft voters cut off from the others
         self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
         self.txn = txn_steps.Transactional(topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT)
+        # What the model cannot be told besides the transactions' (comparison.compare): a
+        # filler that went elsewhere than its batch (produce_step).
+        self.unknown: list[str] = []
         self._registered: set[int] = set()
         # Brokers whose log dir holding the partition failed (fail-dir): stopped, for the
         # schedule, until a restart brings the disk back.

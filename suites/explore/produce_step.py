@@ -71,7 +71,7 @@ def produce(live: Live, step: kinds.Produce) -> tuple[dict[str, Any], float]:
     )
     if filler and filler["filler_leader"] != b:
         # The model puts the filler on the batch's leader (checkers.simulate.slow_links).
-        live.txn.unknown.append(
+        live.unknown.append(
             f"the filler of the write to broker {b} went to broker {filler['filler_leader']}"
         )
     waits = REQUEST_TIMEOUT if step.acks == "all" and not acknowledged else 0.0

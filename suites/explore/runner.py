@@ -365,7 +365,7 @@ def _body(
         tuple(live.controllers),
         tuple(live.power_cuts),
         tuple(live.coordinators),
-        tuple(live.txn.unknown),
+        (*live.unknown, *live.txn.unknown),
     )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict

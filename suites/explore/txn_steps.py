@@ -129,9 +129,7 @@ class Transactional:
         # A held EndTxn was delivered while the client had a transaction open: the
         # coordinator ended it, and the client's next end may be refused.
         self.late = False
-        # What the model cannot be told (comparison.compare), transactional or not: a
-        # filler that went elsewhere than its batch (produce_step) too.
-        self.unknown: list[str] = []
+        self.unknown: list[str] = []  # what the model cannot be told (comparison.compare)
 
     def client(self, run: Runner) -> TransactionalProducer:
         if self.producer is None:
@@ -254,18 +252,11 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
     if txn.open and txn.failed:
         raise Skip(FAILED_TXN)
     view = run.view()
-    leader = view.leader
-    if leader is None:
-        raise Skip("the partition has no leader (offline)")
-    if not run.alive(leader):
-        raise Skip(run.describe(leader))
-    seen = run.own_leader(leader)
-    if seen != leader:
-        raise Skip(f"broker {leader} does not know it leads (its metadata says leader {seen})")
-    min_isr = run.schedule.cluster.topic_config.min_insync_replicas
-    if len(view.isr) < min_isr:
-        raise Skip(f"ISR {list(view.isr)} below min.insync.replicas={min_isr}")
-    leaders = {0: leader, **{p: _spanned_leader(run, p, min_isr) for p in step.spans[1:]}}
+    leader = _writable_leader(run, view.leader, view.isr, 0)
+    leaders = {0: leader}
+    for p in step.spans[1:]:
+        state = partition_state(run.cluster, run.topic, p)
+        leaders[p] = _writable_leader(run, state.leader, state.isr, p)
     if not txn.open:
         # The coordinator answers CONCURRENT_TRANSACTIONS to a new transaction until it
         # has marked every partition of the last one.
@@ -332,26 +323,26 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
     return {**targets, "transaction": producer.label}, waits
 
 
-def _spanned_leader(run: Runner, partition: int, min_isr: int) -> int:
-    """The leader of a background partition a transactional write spans, where it can take
-    the write; the model does not follow these partitions, so the run tells it the step was
-    skipped (Unserved)."""
-    state = partition_state(run.cluster, run.topic, partition)
-    leader = state.leader
+def _writable_leader(run: Runner, leader: int | None, isr: Any, partition: int) -> int:
+    """The partition's leader, where it can take a transactional write: it runs, knows it
+    leads, and has min.insync.replicas in its ISR. Skipped otherwise; for a background
+    partition a write spans, which the model does not follow, the run tells it (Unserved)."""
+    skip = Skip if partition == 0 else Unserved
+    name = "the partition" if partition == 0 else f"partition {partition}"
     if leader is None or leader < 0:
-        raise Unserved(f"partition {partition} has no leader (offline)")
+        raise skip(f"{name} has no leader (offline)")
     if not run.alive(leader):
-        raise Unserved(f"partition {partition}'s leader: {run.describe(leader)}")
+        raise skip(run.describe(leader))
     seen = run.own_leader(leader, partition)
     if seen != leader:
-        raise Unserved(
-            f"broker {leader} does not know it leads partition {partition} "
-            f"(its metadata says leader {seen})"
+        which = "" if partition == 0 else f" partition {partition}"
+        raise skip(
+            f"broker {leader} does not know it leads{which} (its metadata says leader {seen})"
         )
-    if len(state.isr) < min_isr:
-        raise Unserved(
-            f"partition {partition}'s ISR {list(state.isr)} below min.insync.replicas={min_isr}"
-        )
+    min_isr = run.schedule.cluster.topic_config.min_insync_replicas
+    if len(isr) < min_isr:
+        whose = "" if partition == 0 else f"partition {partition}'s "
+        raise skip(f"{whose}ISR {list(isr)} below min.insync.replicas={min_isr}")
     return leader
 
 
