@@ -36,6 +36,7 @@ class ScheduleEntry:
     agreed_if: str = ""  # the model agrees only on this condition (`Comparison.agreed_if`)
     unpredictable: str = ""  # why the model cannot predict it (`Comparison.unpredictable`)
     cluster: str = ""  # with explore --parallel: the cluster that ran it (c1, c2, ...)
+    cause: str = ""  # why it failed, where the run can tell (`Judgement.cause`)
 
 
 @dataclass

@@ -62,6 +62,23 @@ EPOCH_CACHE_LOST = "epoch-cache-lost"
 # A broker a reassignment removed still holds the replica under its own name after the heal
 # (a broker down at the change must find it a stray when it starts: KAFKA-13127).
 LEFT_BEHIND = "replica-left-behind"
+# Why a transaction hangs, where a run can tell. Two bugs end in the same symptom, and
+# explore shrinks each cause apart (`finding_key`): the coordinator skipped the partition's
+# marker, taking a partition with no leader for deleted (KAFKA-20734, KRaft from 4.3.0); or
+# no coordinator skipped it and no replica holds it, as when an unclean election drops a
+# marker only the old leader held (KAFKA-20716).
+SKIPPED_MARKER = "skipped-marker"
+LOST_MARKER = "lost-marker"
+
+
+def finding_key(kind: str | None, cause: str = "") -> str | None:
+    """A finding's kind with its cause where one is known: what explore tells findings
+    apart by, and what a shrunk schedule must keep failing with."""
+    if kind is None or not cause:
+        return kind
+    return f"{kind} ({cause})"
+
+
 SYMPTOM_KINDS = (
     CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING,
     TORN_TRANSACTION, ABORTED_READ, PAST_STABLE, PAST_HIGH_WATERMARK, OUT_OF_ORDER,

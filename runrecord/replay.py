@@ -61,6 +61,8 @@ class Judgement:
     # Why the invariants could not be judged (a partition with no audit verdict, an audit
     # error): the run is "not reached", never a pass. Empty when judged.
     unjudged: str = ""
+    # Why the finding happened, where the run can tell (outcome.SKIPPED_MARKER, ...).
+    cause: str = ""
 
 
 @dataclass

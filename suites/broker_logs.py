@@ -184,3 +184,36 @@ def fetch_resets(node, topic: str, *, since: int) -> dict[int, tuple[int, str]]:
     if not node.log_file.is_file():
         return {}
     return same_offset_resets(_lines_from(node, since), topic)
+
+
+# A transaction coordinator that finds no leader for a partition takes it for deleted, drops
+# the partition's marker and completes the transaction without it. KRaft from 4.3.0 gives a
+# partition with leader -1 no leader at all, so an offline partition's marker is dropped
+# (KAFKA-20734); TransactionMarkerChannelManager.addTxnMarkersToBrokerQueue logs this at INFO,
+# naming the partitions.
+MARKER_SKIPPED = "likely deleted already and hence can be skipped"
+
+
+def skipped_markers(lines: Iterable[str], topic: str) -> dict[int, str]:
+    """Partition of `topic` -> the first line in `lines` where a coordinator skipped its
+    marker."""
+    names = _names(topic)
+    found: dict[int, str] = {}
+    for line in lines:
+        if MARKER_SKIPPED not in line:
+            continue
+        for m in names.finditer(line):
+            if m.group(1) is not None:
+                found.setdefault(int(m.group(1)), line.strip()[:400])
+    return found
+
+
+def markers_skipped(cluster: Cluster, topic: str, since: dict[int, int]) -> dict[int, str]:
+    """skipped_markers in every broker's log from its mark in `since` (the coordinator may
+    have moved between brokers)."""
+    found: dict[int, str] = {}
+    for b, node in sorted(cluster.brokers.items()):
+        if node.log_file.is_file():
+            for p, line in skipped_markers(_lines_from(node, since.get(b, 0)), topic).items():
+                found.setdefault(p, f"broker {b}'s log: {line}")
+    return found

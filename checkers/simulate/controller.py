@@ -24,8 +24,44 @@ class ControlPlane(Transactions):
     """The controller and the brokers' reactions to it, on top of replication and the
     transactional producer."""
 
+    _began = 0.0  # the model's time when the step running began
+
     def _bump(self) -> None:
         self.ctl.epoch += 1
+
+    def between_steps(self) -> None:
+        """The wall clock before a step: the rest of the last step's time on the brokers
+        (`catch_up`), then what the layers below time."""
+        self.catch_up(self._step - 1)
+        super().between_steps()
+        self._began = self.time
+
+    def catch_up(self, step: int) -> None:
+        """A step takes longer on real brokers than the protocol waits the model counts for
+        it (a cut is proven, a settle waits for the cluster, a write for its answer): by
+        the run's clock (`SimOptions.step_seconds`), the rest of `step`'s time passes at
+        its end, and a paused or cut-off broker's session, or a follower's lag, runs on
+        through it. Seen on 4.4.0: a leader cut off from the quorum, then `wait 5` with a
+        6 s session; the brokers fenced it during the wait, which took 10.2 s."""
+        clock = self.options.step_seconds
+        if not 0 <= step < len(clock):
+            return
+        behind = clock[step] - (self.time - self._began)
+        if behind <= 0:
+            return
+        start = len(self.events)
+        self.advance(behind)
+        # What the clock added counts from here on: a session or a follower's lag running.
+        running = any(n.disconnected for n in self.nodes.values()) or any(
+            any(r.lag.values()) for r in self.replicas.values()
+        )
+        self.clock_used |= running or len(self.events) > start
+        if len(self.events) > start:  # a session or a follower's lag ran out meanwhile
+            self._event(
+                f"the run's clock: step {step} took {clock[step]:.1f} s on the brokers, "
+                f"{behind:.1f} s more than the model's own time for it"
+            )
+            self.events.insert(start, self.events.pop())  # said before what it caused
 
     def _leave_isr(self, b: int) -> None:
         """The controller takes a broker out of the ISR. With eligible leader replicas, one

@@ -11,9 +11,9 @@ from typing import Any
 from checkers.model import Fate
 from checkers.protocol import Protocol
 from checkers.simulate.state import StepRecord, Write
-from checkers.simulate.transactions import Transactions, open_transaction
+from checkers.simulate.transactions import Transactions, hang_cause, open_transaction
 from checkers.verdict import DIVERGED, PartitionVerdict, judge_partition
-from runrecord.outcome import HANGING
+from runrecord.outcome import HANGING, SKIPPED_MARKER, finding_key
 
 
 @dataclass
@@ -50,6 +50,7 @@ class Prediction:
     # Where a transaction the coordinator is done with stays open on the final leader's log
     # (its last stable offset, for good: KAFKA-20716), or None.
     hanging: int | None = None
+    hang_cause: str = ""  # why it hangs (runrecord.outcome.SKIPPED_MARKER, LOST_MARKER)
     transactions: int = 0  # transactions begun
     late_ends: int = 0  # late EndTxns that ended a transaction the producer had open
     # Late fetch responses (slow_links): answered with a slice of the leader's log; read
@@ -91,6 +92,12 @@ class Prediction:
             return "lost-acknowledged"
         return None
 
+    def finding(self) -> str | None:
+        """The failure kind with its cause where the model knows one (`finding_key`): what
+        explore shrinks a finding by."""
+        failure = self.failure()
+        return finding_key(failure, self.hang_cause if failure == HANGING else "")
+
     def summary(self) -> str:
         if self.outcome is Fate.STUCK:
             who = ", ".join(f"broker {b} ({why})" for b, why in sorted(self.stuck.items()))
@@ -102,6 +109,8 @@ class Prediction:
             head = f"diverged at offset {self.diverged_at}"
         elif self.hanging is not None:
             head = f"a transaction hangs: the last stable offset stays at {self.hanging}"
+            if self.hang_cause == SKIPPED_MARKER:
+                head += " (its coordinator skipped the marker: KAFKA-20734)"
         else:
             head = "consistent"
         lost = [w.id for w in self.lost_acknowledged]
@@ -124,6 +133,7 @@ class Prediction:
             "last_known_elections": self.last_known_elections,
             "power_losses": self.power_losses,
             "hanging": self.hanging,
+            "hang_cause": self.hang_cause,
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,
             "isr": self.isr,
@@ -148,6 +158,7 @@ def predict(sim: Transactions) -> Prediction:
     lead = sim.replicas.get(sim.ctl.leader) if sim.ctl.leader is not None else None
     held = {(b.base, b.last, b.tag) for b in lead.batches} if lead else set()
     lost = [w for w in sim.writes if w.acknowledged and not set(w.batches) <= held]
+    hanging = open_transaction(lead.batches) if lead else None
     return Prediction(
         protocol=sim.protocol,
         outcome=outcome,
@@ -174,7 +185,8 @@ def predict(sim: Transactions) -> Prediction:
         divergent_failovers=sim.divergent_failovers,
         isr_gap=sim.isr_gap,
         last_known_elections=sim.last_known_elections,
-        hanging=open_transaction(lead.batches) if lead else None,
+        hanging=hanging,
+        hang_cause=hang_cause(sim, lead.batches, hanging) if lead and hanging is not None else "",
         transactions=sim.txns,
         late_ends=sim.late_ended,
         late_slices=sim.late_slices,

@@ -47,6 +47,7 @@ from typing import Any
 
 from checkers.simulate.replication import Replication
 from checkers.simulate.state import LEADER, STOPPED, SimBatch
+from runrecord.outcome import LOST_MARKER, SKIPPED_MARKER
 from runrecord.schedule import Role, TxnAbort, TxnCommit, TxnWrite
 from runrecord.schedule_roles import Skip
 
@@ -96,6 +97,7 @@ class Marker:
     # timeout fell in, where the run's clock could not say which side of it.
     watched: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
     straddled: int | None = None
+    skipped: bool = False  # the coordinator dropped it, finding no leader (KAFKA-20734)
 
 
 class Transactions(Replication):
@@ -257,7 +259,7 @@ class Transactions(Replication):
                 # TransactionMarkerChannelManager.addTxnMarkersToBrokerQueue takes a partition
                 # the metadata cache gives no leader for as deleted: it drops the marker and
                 # completes the transaction (KAFKA-20734; 4.2.2 queued it until a leader came).
-                m.done = True
+                m.done = m.skipped = True
                 self._event(
                     f"the coordinator finds no leader for the partition and skips the "
                     f"{m.kind} marker of transaction {m.txn}, as if the partition were deleted"
@@ -391,6 +393,14 @@ class Transactions(Replication):
         self.end_txn(ABORT, f"open longer than transaction.timeout.ms {TXN_TIMEOUT_S:g} s")
         # The coordinator bumps the producer's epoch as it aborts.
         self.held_fenced = True
+
+
+def hang_cause(sim: Transactions, batches: list[SimBatch], first: int) -> str:
+    """Why the transaction open at `first` on a final log hangs: its coordinator skipped
+    the marker (KAFKA-20734), or the marker was appended and lost (KAFKA-20716)."""
+    txn = next((b.txn for b in batches if b.base == first), None)
+    skipped = any(m.skipped for m in sim.markers if m.txn == txn)
+    return SKIPPED_MARKER if skipped else LOST_MARKER
 
 
 def open_transaction(batches: list[SimBatch]) -> int | None:

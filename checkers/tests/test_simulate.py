@@ -555,6 +555,40 @@ def test_quorum_cut_without_waiting_expires_as_time_passes() -> None:
     assert p.steps[3].targets == {"to": 2}
 
 
+def test_the_runs_clock_runs_a_cut_off_brokers_session_out() -> None:
+    # Seen on 4.4.0: the cut took 3.3 s and the wait 10.2 s on the brokers, past the 6 s
+    # session, and the controller fenced the leader; the model's own 5 s did not.
+    kraft = Cluster(
+        mode="kraft",
+        brokers=3,
+        replication_factor=2,
+        broker_config=BrokerConfig(session_timeout_ms=6000),
+    )
+    steps = (Cut(1, QUORUM), Wait(5), Produce(1))
+    own = simulate(Schedule(kraft, steps=steps), "4.4.0")
+    assert own.steps[2].targets == {"to": 1} and not own.clock_used
+    clocked = simulate(
+        Schedule(kraft, steps=steps), "4.4.0", options=SimOptions(step_seconds=(3.3, 10.2, 1.0))
+    )
+    assert clocked.clock_used  # the cut's 3.3 s ran on through the wait
+    assert "step 1: broker 1 is fenced (running, 8.3 s)" in clocked.events
+    assert clocked.steps[2].targets == {"to": 2}
+    # Time the clock adds at a step's end that runs a session out is said before it.
+    late = simulate(
+        Schedule(kraft, steps=steps), "4.4.0", options=SimOptions(step_seconds=(0.5, 9.0, 1.0))
+    )
+    at = late.events.index(
+        "step 2: the run's clock: step 1 took 9.0 s on the brokers, 4.0 s more than the "
+        "model's own time for it"
+    )
+    assert late.events[at + 1] == "step 2: broker 1 is fenced (running, 9.5 s)"
+    # A clock that leaves the session short of its timeout changes nothing.
+    same = simulate(
+        Schedule(kraft, steps=steps), "4.4.0", options=SimOptions(step_seconds=(0.1, 5.0, 0.5))
+    )
+    assert same.to_dict() == own.to_dict()
+
+
 def test_a_follower_without_a_session_that_still_fetches() -> None:
     # ZooKeeper mode: the controller drops it from the ISR once; its leader, still served
     # by its fetches, adds it straight back (faults/session.py). KRaft keeps a fenced

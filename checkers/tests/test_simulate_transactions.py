@@ -7,7 +7,7 @@ from __future__ import annotations
 from checkers.simulate import SimOptions, simulate
 from checkers.simulate.state import SimBatch
 from checkers.simulate.transactions import FAILED_TXN, open_transaction
-from runrecord.outcome import HANGING
+from runrecord.outcome import HANGING, LOST_MARKER, SKIPPED_MARKER
 from runrecord.schedule import (
     Cluster,
     ElectUnclean,
@@ -226,6 +226,19 @@ def test_a_kraft_coordinator_skips_the_marker_of_a_partition_without_a_leader() 
     assert simulate(Schedule(zk, steps=OFFLINE_COMMIT), "3.9.2").failure() is None
 
 
+def test_the_model_names_why_a_transaction_hangs() -> None:
+    # Two bugs, one symptom: explore shrinks each apart (runrecord.outcome.finding_key).
+    skipped = simulate(Schedule(kraft(False), steps=OFFLINE_COMMIT), "4.3.1")
+    assert skipped.hang_cause == SKIPPED_MARKER
+    assert skipped.finding() == f"{HANGING} ({SKIPPED_MARKER})"
+    assert "(its coordinator skipped the marker: KAFKA-20734)" in skipped.summary()
+    lost = simulate(Schedule(kraft(), steps=DROPPED_MARKER), "4.4.0")
+    assert lost.hang_cause == LOST_MARKER
+    assert lost.finding() == f"{HANGING} ({LOST_MARKER})"
+    fine = simulate(Schedule(kraft(False), steps=OFFLINE_COMMIT), "3.9.2")
+    assert fine.hang_cause == "" and fine.finding() is None
+
+
 # The leader appends the marker while its follower is held back (in the ISR, not fetching),
 # then its session expires with the cut still on: a zombie holding the coordinator's request.
 ZOMBIE = (TxnWrite(2), HoldBack(C), TxnCommit(), ExpireSession(B), Wait(40), Produce(1))
@@ -251,7 +264,7 @@ def test_the_runs_clock_times_the_coordinators_request_out() -> None:
     # Were the wait short, the request would still be waiting when the heal answers it.
     short = SimOptions(step_seconds=(1, 1, 1, 7, 2, 1))
     p = simulate(Schedule(kraft(False), steps=ZOMBIE), "3.9.2", options=short)
-    assert not p.unpredictable and not p.clock_used
+    assert not p.unpredictable
     assert not any("step 5: broker 3 appends the COMMIT" in e for e in p.events)
     # Ran out inside the session expiry that made broker 2 a zombie: where the marker went
     # then, the model cannot place.

@@ -34,7 +34,7 @@ from runrecord.explore import (
     ExploreRecord,
     ScheduleEntry,
 )
-from runrecord.outcome import Outcome
+from runrecord.outcome import Outcome, finding_key
 from runrecord.power import CUT
 from runrecord.replay import DIVERGED
 from runrecord.schedule import Schedule, write_schedule
@@ -220,8 +220,8 @@ class Explorer:
         then the next ones, up to `shrink_findings` of them; the others are listed with
         their own schedules."""
         by_kind: dict[str, list[tuple[ScheduleEntry, Schedule]]] = {}
-        for item in self.failing:
-            by_kind.setdefault(item[0].failure or "", []).append(item)
+        for item in self.failing:  # a kind with two causes is two kinds here
+            by_kind.setdefault(finding_key(item[0].failure, item[0].cause) or "", []).append(item)
         groups = sorted(by_kind.values(), key=lambda g: g[0][0].failure != DIVERGED)
         order = [g[i] for i in range(len(self.failing)) for g in groups if i < len(g)]
         for k, (entry, schedule) in enumerate(order, start=1):
@@ -229,14 +229,17 @@ class Explorer:
                 self.record.findings.append(self.unshrunk(entry, "not shrunk (--shrink-findings)"))
                 continue
             self.say(
-                f"shrinking finding {k}: schedule {entry.number} ({entry.failure}, "
+                f"shrinking finding {k}: schedule {entry.number} "
+                f"({finding_key(entry.failure, entry.cause)}, "
                 f"{entry.steps} steps)"
             )
             self.record.findings.append(self.shrink_one(k, entry, schedule))
             self.save()
 
     def shrink_one(self, k: int, entry: ScheduleEntry, schedule: Schedule) -> ExploreFinding:
-        failure = entry.failure or ""
+        # Kept with its cause: a candidate that hangs a transaction by another bug's way is
+        # another finding, not a smaller form of this one.
+        failure = finding_key(entry.failure, entry.cause) or ""
         protocol = self.bench.release.version
         runs_dir = self.out / "shrink" / f"{k}"
         last_failing: dict[str, ScheduleRun] = {}
@@ -252,12 +255,12 @@ class Explorer:
                     self.record.shrink_runs += 1
                     self.say(
                         f"  shrink {k}.{number}: {len(candidate.steps)} steps: "
-                        f"{got.failure or got.outcome.value} ({got.seconds:.0f}s)"
+                        f"{got.finding or got.outcome.value} ({got.seconds:.0f}s)"
                     )
                     if got.failure is not None:
                         last_failing[_key(candidate)] = got
                     self.sync_boots()
-                return got.failure
+                return got.finding
 
             return real
 
@@ -278,7 +281,7 @@ class Explorer:
                 start, seen = model.minimal, None
 
         def screen(candidate: Schedule) -> str | None:
-            predicted = simulate(candidate, protocol).failure()
+            predicted = simulate(candidate, protocol).finding()
             if predicted == failure:
                 return None
             return f"the model predicts {predicted or 'no finding'}"
@@ -411,12 +414,14 @@ def entry_of(n: int, candidate: Candidate, run: ScheduleRun, file: Path) -> Sche
         schedule_file=str(file),
         score=candidate.score,
         fresh_cluster=run.fresh_cluster,
+        cause=run.judgement.cause if run.judgement is not None else "",
     )
 
 
 def progress_line(e: ScheduleEntry, budget: int | None) -> str:
     of = f"/{budget}" if budget else ""
-    verdict = e.failure or ("held" if e.outcome == Outcome.CONSISTENT else e.outcome.value)
+    held = "held" if e.outcome == Outcome.CONSISTENT else e.outcome.value
+    verdict = finding_key(e.failure, e.cause) or held
     if e.unpredictable:
         model = "model cannot predict"
     elif e.agree is None:

@@ -56,7 +56,14 @@ from typing import Any
 
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
-from runrecord.outcome import CONSISTENT, Outcome, Symptom, high_watermark_clause
+from runrecord.outcome import (
+    CONSISTENT,
+    LOST_MARKER,
+    SKIPPED_MARKER,
+    Outcome,
+    Symptom,
+    high_watermark_clause,
+)
 from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
@@ -114,6 +121,8 @@ class Observed:
     # clients saw of the schedule's partition once every transaction had time to end (its
     # last stable offset below its high watermark: `stable_stuck`); None: not asked.
     hanging: list[int] = field(default_factory=list)
+    # A coordinator's log line skipping the partition's marker (suites.broker_logs).
+    skipped_marker: str | None = None
     torn: list[int] = field(default_factory=list)  # marker offsets of torn transactions
     duplicates: list[int] = field(default_factory=list)  # first offsets of writes appended twice
     stable: str | None = None
@@ -269,10 +278,18 @@ def judge_partition(
                 None,
             )
         said = f" ({seen.stable})" if seen.stable else ""
+        if seen.skipped_marker:
+            why = (
+                "its coordinator skipped the partition's marker, finding no leader for it "
+                f"(KAFKA-20734; {seen.skipped_marker})"
+            )
+        else:
+            why = "no coordinator logged skipping its marker, and no replica holds one"
         return (
             HANGING,
             f"a transaction hangs from offset {seen.hanging[0]}{said}: open on disk past its "
-            "timeout, with no marker after it, so read_committed consumers stop there for good",
+            f"timeout, with no marker after it, so read_committed consumers stop there for "
+            f"good; {why}",
             None,
         )
     if seen.torn:
@@ -305,6 +322,13 @@ def judge_partition(
     return None, said, rule if excused else None
 
 
+def hang_cause(seen: Observed) -> str:
+    """Why the partition's transaction hangs, as far as the run can tell: a coordinator
+    logged skipping its marker (KAFKA-20734), or none did and no replica holds the marker
+    (an unclean election dropped it, KAFKA-20716; or a cause logfork does not know)."""
+    return SKIPPED_MARKER if seen.skipped_marker else LOST_MARKER
+
+
 def judge(
     partitions: Mapping[int, Observed],
     *,
@@ -329,8 +353,15 @@ def judge(
         if kinds[p] not in (None, UNJUDGED):
             failure = kinds[p] if p == SCHEDULE_PARTITION else f"{kinds[p]}{BACKGROUND}"
             where = "" if p == SCHEDULE_PARTITION else " (the background workload's partition)"
+            cause = hang_cause(partitions[p]) if kinds[p] == HANGING else ""
             return Judgement(
-                failure, f"partition {p}{where}: {lines[p]}", p, rules[p], evidence, kinds
+                failure,
+                f"partition {p}{where}: {lines[p]}",
+                p,
+                rules[p],
+                evidence,
+                kinds,
+                cause=cause,
             )
     rule = next((r for r in rules.values() if r), None)
     summary = "; ".join(f"partition {p}: {lines[p]}" for p in sorted(lines))
@@ -357,6 +388,7 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "epoch_regressions": seen.epoch_regressions,
         "metadata_diverged": seen.metadata_diverged,
         "hanging": seen.hanging,
+        "skipped_marker": seen.skipped_marker,
         "torn": seen.torn,
         "duplicates": seen.duplicates,
         "recreated": seen.recreated,

@@ -39,6 +39,7 @@ def observe(
     loops: dict[int, dict[int, str]] | None = None,
     strays: dict[int, str] | None = None,
     reads: TxnReadCheck | None = None,
+    skipped: Mapping[int, str] | None = None,
 ) -> dict[int, Observed]:
     """Each partition as the judge reads it: convergence, the audit of the copied logs,
     acknowledged acks=all writes missing from its leader's log, power losses' drops, and
@@ -47,7 +48,8 @@ def observe(
     to end), and
     the followers still looping on OffsetOutOfRange once converged (`loops`, by partition),
     and the copies of the schedule's partition a reassignment left current (`strays`), and
-    what consumers read of the partitions transactions wrote (`reads`)."""
+    what consumers read of the partitions transactions wrote (`reads`), and the partitions
+    whose marker a coordinator logged skipping (`skipped`: its log line)."""
     release = ctx.cluster.release
     partitions = live.schedule.cluster.partitions
     sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
@@ -128,6 +130,7 @@ def observe(
             epoch_regressions=regressions.get(p, []),
             metadata_diverged=metadata_split if p == SCHEDULE_PARTITION else None,
             hanging=[h.first_offset for h in found.hanging],
+            skipped_marker=(skipped or {}).get(p),
             torn=[t.marker_offset for t in found.torn],
             duplicates=[d.first_offset for d in found.duplicates],
             stable=str(stable[p]) if stable and p in stable else None,

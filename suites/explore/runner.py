@@ -30,14 +30,14 @@ from fixtures.waiting import Aborted, WaitTimeout
 from observe.stable import StableOffsets
 from observe.state import StateRecorder
 from observe.timeline import Timeline
-from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair
+from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair, finding_key
 from runrecord.replay import Comparison, Judgement, StepResult
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
 from runrecord.schedule_expect import expected_symptom
 from runrecord.typed import to_json
-from suites.broker_logs import fetcher_dies, log_mark, stuck_follower
+from suites.broker_logs import fetcher_dies, log_mark, markers_skipped, stuck_follower
 from suites.convergence import converge
 from suites.explore import slow_steps, txn_steps
 from suites.explore.actions import Live
@@ -86,8 +86,14 @@ class ScheduleRun:
 
     @property
     def failure(self) -> str | None:
-        """The finding's kind, for the shrinker (None: held, or not reached)."""
+        """The finding's kind (None: held, or not reached)."""
         return self.judgement.failure if self.judgement is not None else None
+
+    @property
+    def finding(self) -> str | None:
+        """The finding's kind with its cause, where the run can tell one: what the shrinker
+        keeps (runrecord.outcome.finding_key)."""
+        return finding_key(self.failure, self.judgement.cause if self.judgement else "")
 
     @property
     def outcome(self) -> Outcome:
@@ -345,8 +351,19 @@ def _body(
     copy_evidence(cluster, topic, ctx.run, node_marks)
     if txn_steps.uses_transactions(schedule):
         result.txns_judged_ms = int(time.time() * 1000)  # run.json keeps it, for the audit
+    skipped = markers_skipped(cluster, topic, marks) if stable else {}
     observed = observe(
-        ctx, topic, convergence, states, live, stable, result.txns_judged_ms, loops, strays, reads
+        ctx,
+        topic,
+        convergence,
+        states,
+        live,
+        stable,
+        result.txns_judged_ms,
+        loops,
+        strays,
+        reads,
+        skipped,
     )
     shape_topic = shape.topic_config
     judgement = judge(

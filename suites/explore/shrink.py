@@ -355,6 +355,6 @@ def simulated_runner(protocol: Any, options: Any = None) -> Runner:
     from checkers.simulate import simulate
 
     def run(schedule: Schedule) -> str | None:
-        return simulate(schedule, protocol, options=options).failure()
+        return simulate(schedule, protocol, options=options).finding()
 
     return run

@@ -7,7 +7,7 @@ from checkers.abstract import from_spec
 from checkers.lineage import Lineage
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
-from runrecord.outcome import ABORTED_READ
+from runrecord.outcome import ABORTED_READ, LOST_MARKER, SKIPPED_MARKER, finding_key
 from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
@@ -25,7 +25,7 @@ from runrecord.replay import (
     TORN,
     UNJUDGED,
 )
-from suites.broker_logs import same_offset_resets
+from suites.broker_logs import same_offset_resets, skipped_markers
 from suites.explore.invariants import leader_lacks_its_epoch
 from suites.explore.judge import (
     Observed,
@@ -274,6 +274,23 @@ def test_a_hanging_transaction_is_a_finding_both_readings_agree_on() -> None:
     assert judge({0: fine, 1: clean()}, unclean_enabled=True, **KRAFT_43).failure is None
 
 
+def test_a_hang_names_its_cause_a_coordinators_skip_or_a_lost_marker() -> None:
+    line = "broker 1's log: ... Couldn't find leader endpoint for partitions [s-1a2b-0] ..."
+    stuck = "last stable offset 0, high watermark 3"
+    seen = clean(hanging=[0], stable=stuck, stable_stuck=True, skipped_marker=line)
+    j = judge({0: seen, 1: clean()}, unclean_enabled=True, **KRAFT_43)
+    assert j.failure == HANGING and j.cause == SKIPPED_MARKER
+    assert "its coordinator skipped the partition's marker" in j.summary and line in j.summary
+    assert finding_key(j.failure, j.cause) == "hanging-transaction (skipped-marker)"
+    seen = clean(hanging=[0], stable=stuck, stable_stuck=True)
+    j = judge({0: seen, 1: clean()}, unclean_enabled=True, **KRAFT_43)
+    assert j.failure == HANGING and j.cause == LOST_MARKER
+    assert "no coordinator logged skipping its marker" in j.summary
+    # Only a hang has a cause; the kind alone names every other finding.
+    j = judge({0: clean(torn=[8]), 1: clean()}, unclean_enabled=False, **KRAFT_43)
+    assert j.cause == "" and finding_key(j.failure, j.cause) == TORN
+
+
 def test_clients_and_disk_disagreeing_on_a_hang_is_not_judged() -> None:
     # One of the two readings is wrong, and that is logfork's to find: no verdict.
     for hanging, stuck in (([0], False), ([], True)):
@@ -304,3 +321,21 @@ def test_what_a_read_committed_consumer_must_not_read_is_a_finding() -> None:
     j = judge({0: allowed, 1: clean()}, unclean_enabled=True, **KRAFT_43)
     assert j.failure is None and "aborted-read at offset 4" in j.summary
     assert "allowed: unclean election" in j.summary
+
+
+def test_a_coordinators_skipped_marker_is_read_from_its_log() -> None:
+    # As a 4.3.1 coordinator logged it (TransactionMarkerChannelManager, KAFKA-20734); the
+    # filler topic beside the schedule's, and another topic, are not the schedule's.
+    lines = [
+        "[2026-11-27 15:01:02,003] INFO [Transaction Marker Channel Manager 1]: Couldn't find "
+        "leader endpoint for partitions [s-1a2b-filler-0, s-1a2b-1] while trying to send "
+        "transaction markers for logfork-txn, these partitions are likely deleted already "
+        "and hence can be skipped (org.apache.kafka...)",
+        "[2026-11-27 15:01:03,003] INFO ... for partitions [s-ffff-0] while trying to send "
+        "transaction markers for t, these partitions are likely deleted already and hence "
+        "can be skipped",
+        "[2026-11-27 15:01:04,003] INFO Partition s-1a2b-0 has no leader",
+    ]
+    found = skipped_markers(lines, "s-1a2b")
+    assert list(found) == [1] and "s-1a2b-1" in found[1]
+    assert skipped_markers(lines, "s-1a2") == {}
