@@ -68,7 +68,7 @@ class ExploreOptions:
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
     shrink_runs: int = 24  # real runs for each shrinking, confirmations included
-    shrink_findings: int = 3  # findings shrunk (the first of each kind first, divergence first)
+    shrink_findings: int = 3  # findings shrunk (first of each kind and cause, divergence first)
     reuse: bool = True
     report: bool = True
     base_image: str | None = None
