@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from fixtures.cluster import Cluster
 from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
+from fixtures.waiting import WaitTimeout, wait_until
 
 DEVICE = "eth0"  # a node's one interface, on the cluster's network
 SLOW_CLASS = "1:20"
@@ -109,8 +110,20 @@ class SlowLink:
         self.installed = False
         self.inject()
 
+    def in_flight(self) -> int:
+        """Bytes still between the two on their connections: what the sender has not yet
+        sent or had acknowledged (its Send-Q), and what the receiver's kernel holds that its
+        broker has not read (its Recv-Q)."""
+        return _queued(self.node, self.peer, self.cluster, 2) + _queued(
+            self.peer, self.node, self.cluster, 1
+        )
+
     def heal(self) -> None:
-        """Lift the shaping, recording what it shaped meanwhile."""
+        """Lift the shaping, recording what it shaped meanwhile, and let what the link held
+        back arrive: a fetch response still in flight reaches a running receiver, and its
+        broker reads it, before anything else is healed (a heal of every cut lifts slow
+        links first). Otherwise a follower cut off from the quorum would race the response
+        against the news of a new leader as both cuts heal, which on 3.9.0 the news won."""
         if self.healed:
             return
         if self.node.status() == "paused":
@@ -122,9 +135,59 @@ class SlowLink:
         if present:
             self._tc("qdisc", "del", "dev", DEVICE, "root")
         self.installed, self.healed = False, True
+        left = self._drain() if present and self.peer.status() == "running" else None
         self.cluster.timeline.record(
-            "heal", "slow", link=self.describe(), bytes=shaped.bytes_sent, held=shaped.overlimits
+            "heal",
+            "slow",
+            link=self.describe(),
+            bytes=shaped.bytes_sent,
+            held=shaped.overlimits,
+            in_flight_after=left,
         )
+
+    def _drain(self) -> int:
+        """Wait for what was in flight to arrive and be read; the bytes left, should the
+        receiver stop reading (0 once drained)."""
+        try:
+            wait_until(
+                self.in_flight,
+                lambda left: left == 0,
+                what=f"what {self.describe()} held back arriving",
+                timeout=DRAIN_TIMEOUT,
+                interval=0.1,
+                max_interval=0.5,
+            )
+        except WaitTimeout as exc:
+            return int(exc.last or 0)
+        return 0
+
+
+# A held-back response drains at the bridge's speed once the shaping is lifted: well under
+# a second for the fillers schedules write.
+DRAIN_TIMEOUT = 10.0
+
+
+def _queued(node: Node, peer: Node, cluster: Cluster, column: int) -> int:
+    """The sum of one queue column of `ss` (1: Recv-Q, 2: Send-Q) over `node`'s TCP
+    connections to `peer`, in `node`'s namespace; 0 where the node does not run."""
+    if node.status() != "running":
+        return 0
+    peer_ip = peer.ip(cluster.network_name)
+    result = node.exec(["ss", "-tnH", "dst", peer_ip])
+    if result.exit_code != 0:
+        raise LogforkError(f"ss in {node.name} refused: {result.output}")
+    return queued(result.output, column)
+
+
+def queued(ss_output: str, column: int) -> int:
+    """The sum of a queue column over the lines `ss -tnH` printed (state, Recv-Q, Send-Q,
+    local address, peer address)."""
+    total = 0
+    for line in ss_output.splitlines():
+        fields = line.split()
+        if len(fields) > column and fields[column].isdigit():
+            total += int(fields[column])
+    return total
 
 
 def slow(cluster: Cluster, node: Node, peer: Node, kbytes_per_second: int) -> SlowLink:

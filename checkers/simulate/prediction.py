@@ -58,6 +58,10 @@ class Prediction:
     late_slices: int = 0
     late_rewritten: int = 0
     late_appends: int = 0
+    # How far a slice in flight got towards a rewrite: its follower cut off from the quorum
+    # (1), its sender following a newer leader (2), its sender's log changed under it (3)
+    # (slow_links.LATE_ISOLATED, ...).
+    late_stage: int = 0
     # Why the model cannot predict the schedule, from its own steps (`Transactions`).
     unpredictable: tuple[str, ...] = ()
     clock_used: bool = False  # the run's clock decided when a timeout ran out
@@ -192,6 +196,7 @@ def predict(sim: Transactions) -> Prediction:
         late_slices=sim.late_slices,
         late_rewritten=sim.late_rewritten,
         late_appends=sim.late_appends,
+        late_stage=sim.late_stage,
         unpredictable=tuple(sim.cannot_predict),
         clock_used=sim.clock_used,
         rules=sim.rules,

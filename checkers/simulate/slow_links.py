@@ -40,6 +40,8 @@ from runrecord.schedule import QUORUM, Slow
 from runrecord.schedule_roles import SLOWABLE, pick_pair
 
 FETCH_TIMEOUT_S = 30.0  # a follower's request.timeout.ms for one fetch
+# How far a slice in flight got towards being rewritten (`SlowLinks._note_late_stage`).
+LATE_ISOLATED, LATE_FOLLOWS, LATE_TRUNCATED, LATE_REFILLED = 1, 2, 3, 4
 NOMINAL_STEP_S = 1.0  # a step's duration where no run's clock says (drawing and ranking)
 # Estimated bytes: a record batch's header, a record's overhead beside its key and value
 # (both `<topic>-<tag>-<i>`, about 20 bytes before the number), a marker's control batch.
@@ -99,22 +101,15 @@ class SlowLinks(Reassignments):
 
     def lift_slow(self, a: Any = None, b: Any = None) -> list[str]:
         """Lift the slow links (with `a` and `b`, the one between them, either way): what
-        they still carried arrives at once. Lifted with every cut (a heal of all, the final
-        one), it races the news the follower gets as its own cut from the quorum heals: on
-        3.9.0 the news won (the response dropped); the model cannot say which will."""
+        they still carried arrives at once. A heal of every cut (the final one too) lifts
+        them first and lets what they held back arrive and be read before it heals any cut
+        (faults.slow_link), so a follower cut off from the quorum takes its response before
+        it can learn of a new leader: left to race, on 3.9.0 the news won."""
         lifted = [(x, y) for x, y in self.slowed if a is None or {x, y} == {a, b}]
         for link in lifted:
             del self.slowed[link]
             self.fillers.pop(link, None)  # it goes out at once with whatever follows it
             for late in [r for r in self.late_responses if (r.leader, r.follower) == link]:
-                if a is None and not self.linked(late.follower, QUORUM):
-                    self.late_responses.remove(late)
-                    self._cannot(
-                        f"broker {late.follower}'s late fetch response from broker "
-                        f"{late.leader} was in flight when every cut healed: it races the "
-                        "news of its leader"
-                    )
-                    continue
                 self._arrive(late, "as the slow link is lifted")
         return [f"{x}->{y}" for x, y in sorted(lifted)]
 
@@ -194,6 +189,7 @@ class SlowLinks(Reassignments):
     def after_step(self) -> None:
         """A response whose arrival fell inside this step arrives at its end; where the
         step changed either log meanwhile, the model cannot say what it held."""
+        self._note_late_stage()
         for late in [r for r in self.late_responses if r.straddled is not None]:
             if late.straddled != self._logs(late):
                 why = (
@@ -207,6 +203,37 @@ class SlowLinks(Reassignments):
                 self._arrive(late, f"by the end of step {self._step}")
         if self.late_responses:
             self.settle()
+
+    def _note_late_stage(self) -> None:
+        """How far a slice in flight got towards KAFKA-18723's race, for ranking: its
+        follower cut off from the quorum, so that it cannot learn of a new leader first
+        (LATE_ISOLATED); then its sender, alive, following a newer leader that lacks the
+        slice, which the follower has not learned of (LATE_FOLLOWS); then no longer holding
+        the slice's batches there, truncated to that leader's log (LATE_TRUNCATED); then
+        holding other batches as far as the slice's end (LATE_REFILLED).
+        Writes of the same sizes after that rewrite it (`late_rewritten`)."""
+        for late in self.late_responses:
+            r = self.replicas[late.follower]
+            if not late.tags or r.leader != late.leader or r.epoch != late.epoch:
+                continue
+            if self.linked(late.follower, QUORUM) or not self.alive(late.leader):
+                continue
+            sender = self.replicas[late.leader]
+            there = positions(sender.batches)
+            held = tuple(b.tag for p, b in there if late.first <= p < late.end)
+            stage = LATE_ISOLATED
+            lead = self.replicas.get(sender.leader) if sender.leader is not None else None
+            newer = sender.role == FOLLOWER and sender.epoch > late.epoch and lead is not None
+            if newer and held != late.tags:
+                size = there[-1][0] + batch_bytes(there[-1][1]) if there else 0
+                # Written past the slice's end again: the next write of the right sizes lines
+                # a newer epoch's batches up where the slice is read.
+                stage = LATE_REFILLED if size >= late.end else LATE_TRUNCATED
+            elif newer and late.tags[0] not in {b.tag for b in lead.batches}:
+                # A follower of a newer leader now that lacks the slice: it will truncate it
+                # once it fetches, and copy that leader's writes to the same positions.
+                stage = LATE_FOLLOWS
+            self.late_stage = max(self.late_stage, stage)
 
     def _late_passed(self, late: LateResponse, *, at_end: bool = False) -> bool | None:
         """Whether the filler had drained (or the fetch timed out) before this step began

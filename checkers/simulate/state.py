@@ -283,6 +283,7 @@ class SimState:
         # Late fetch responses answered with a slice of the leader's log; of those, the
         # ones whose bytes had changed under them when read; and those a follower appended.
         self.late_slices = self.late_rewritten = self.late_appends = 0
+        self.late_stage = 0  # slow_links.LATE_ISOLATED, LATE_TRUNCATED: near misses
         self.time = 0.0
         self.writes: list[Write] = []
         self.records: list[StepRecord] = []

@@ -364,6 +364,10 @@ ATTEMPTS = 3  # parameter draws per kind before the kind is set aside for this p
 # a write that one follower in the ISR does not get (held-write), and a follower catching up
 # through a slow link in one response, held back behind a filler (slow-catch-up: with slow
 # links only; what happens while it is in flight is drawn as any other step).
+# Of the slow catch-up moves, those whose follower is then cut off from the quorum while its
+# response is in flight: it learns of no leader change meanwhile, so the response is not
+# dropped when one comes (KAFKA-18723's window).
+ISOLATED = 0.5
 MOVE_WEIGHTS: dict[str, float] = {
     "bounce": 8,  # kill a broker (SIGKILL or SIGTERM), then restart that same broker
     "session-flap": 5,  # expire a broker's session, then heal its cut from the quorum
@@ -383,7 +387,10 @@ def _draw_move(rng: random.Random, c: Cluster, move: str) -> list[Step]:
         count, filler = rng.choice(COUNTS), rng.choice(FILLERS)
         slow = Slow(Role.LEADER, Role.FOLLOWER_IN_ISR, rng.choice(SLOW_RATES))
         fill = Produce(count, "1", filler=filler)
-        return [slow, Pause(Role.FOLLOWER_IN_ISR), fill, Resume(Role.ANY_BROKER)]
+        steps = [slow, Pause(Role.FOLLOWER_IN_ISR), fill, Resume(Role.ANY_BROKER)]
+        if rng.random() < ISOLATED:
+            steps.append(Cut(Role.ANY_BROKER, QUORUM))  # pinned to the follower resumed
+        return steps
     return [_draw_hold_back(rng, c), _draw_produce(rng, c)]
 
 
@@ -398,6 +405,8 @@ def _pin(step: Step, targets: dict[str, Any]) -> Step:
         return Restart(broker)
     if isinstance(step, Heal):
         return Heal(broker, QUORUM)
+    if isinstance(step, Cut):
+        return Cut(broker, step.b)
     return step
 
 
@@ -465,6 +474,20 @@ def _filled(rng: random.Random, step: Step) -> Step:
     return replace(step, filler=rng.choice(FILLERS))
 
 
+# Of the heals drawn with slow links, those of one link: a heal of every cut lifts the slow
+# links too, and what they hold back arrives at once, so KAFKA-18723's window (a held-back
+# follower let fetch again while a response is still in flight) needs one link healed.
+PAIRED = 0.5
+
+
+def _paired(rng: random.Random, step: Step, c: Cluster) -> Step:
+    if not isinstance(step, Heal) or step.a is not None or rng.random() >= PAIRED:
+        return step
+    a = _replica_or(rng, c, [(Role.LEADER, 0.5)])
+    b = choose(rng, [(Role.ANY_BROKER, 0.5), (QUORUM, 0.2), ("id", 0.3)])
+    return Heal(a, rng.choice(c.broker_ids) if b == "id" else b)
+
+
 # Of the transactional writes drawn with DrawOptions.spanning, those that span partitions.
 SPANNING = 0.4
 
@@ -502,7 +525,7 @@ def next_steps(
             else:
                 step = _with_power_model(rng, DRAW[kind](rng, cluster), options.power_models)
                 step = _at_coordinator(rng, step) if coordinator else step
-                step = _filled(rng, step) if options.slow_links else step
+                step = _filled(rng, _paired(rng, step, cluster)) if options.slow_links else step
                 step = _spanning(rng, step, cluster) if spanning else step
                 drawn = [_held_end(rng, step) if late_ends else step]
             if sim is None:

@@ -64,8 +64,14 @@ def score(p: Prediction) -> float:
     # torn transaction would come from.
     points += 40 * min(p.late_ends, 1) + 150 * bool(p.late_ends and p.unpredictable)
     # A fetch response held back behind a filler on a slow link, and one whose slice the
-    # leader's log had rewritten by the time it was read (KAFKA-18723's race).
+    # leader's log had rewritten by the time it was read (KAFKA-18723's race); between the
+    # two, its follower cut off from the quorum, its sender following a newer leader, then
+    # the sender's log changed under it.
     points += 20 * min(p.late_slices, 1) + 80 * min(p.late_rewritten, 1)
+    points += 15 * p.late_stage
+    # ... and a follower that appended what the rewritten slice held: a newer epoch's
+    # batches from its older leader, which diverges where it held what that leader lacks.
+    points += 100 * min(p.late_appends, 1)
     points -= p.skipped
     return points
 
@@ -89,7 +95,12 @@ def signature(p: Prediction) -> str:
             ("divergence", p.max_divergent_replicas > 1),
             ("isr-gap", p.isr_gap),
             ("late-endtxn", p.late_ends > 0),
+            ("late-append", p.late_appends > 0),
             ("late-fetch", p.late_rewritten > 0),
+            ("late-refilled", p.late_stage >= 4),
+            ("late-truncated", p.late_stage >= 3),
+            ("late-follows", p.late_stage >= 2),
+            ("late-isolated", p.late_stage >= 1),
         )
         what = "near:" + next((name for name, seen in stages if seen), "quiet")
     return f"{what}/{'+'.join(causes) or 'clean'}"
@@ -157,6 +168,9 @@ MUTATIONS: dict[str, float] = {
     "append": 2,
     "delete": 1,  # a step goes
     "recount": 1,  # a produce writes another number of records
+    # ... the number another produce writes: batches of one size, as a steady workload
+    # writes them, line up at the same file positions in two replicas' logs
+    "match": 1,
     "acks": 1,  # a produce flips acks
     "repeat": 1,  # a run of 2 to 4 steps is repeated right after itself
     "splice": 2,  # the start of this schedule, the end of another of the same cluster
@@ -195,6 +209,8 @@ def mutate(
         op = "delete"
     if (op in ("recount", "acks") and not produces) or (op == "repeat" and len(steps) < 2):
         op = "insert"
+    if op == "match" and len(produces) < 2:
+        op = "insert"
     if op == "splice" and not mates:
         op = "insert"
     if op == "delete" and steps:
@@ -208,6 +224,11 @@ def mutate(
         mate = rng.choice(mates)
         cut, other = rng.randint(0, len(steps)), rng.randint(0, len(mate.steps))
         steps = (steps[:cut] + list(mate.steps[other:]))[:max_steps]
+    elif op == "match":
+        i, j = rng.sample(produces, 2)
+        model = steps[j]
+        assert isinstance(model, Produce)
+        steps[i] = replace(steps[i], count=model.count)
     elif op in ("recount", "acks"):
         i = rng.choice(produces)
         old = steps[i]

@@ -24,6 +24,9 @@ def heal_all(live: Live) -> None:
     for b in brokers:
         if live.status(b) == "paused":
             process.resume(live.cluster, live.node(b))
+    for link in live.slow_first():
+        if link.kind == "slow":  # what they held back arrives before any cut heals
+            live.heal_link(link)
     live.heal_voters()
     for voter in live.cluster.controllers:  # the quorum back before the brokers
         if voter.status() in ("exited", "created", "dead"):

@@ -13,6 +13,7 @@ from checkers.simulate import simulate
 from fixtures.releases import Release
 from runrecord.outcome import HANGING
 from runrecord.schedule import (
+    QUORUM,
     BrokerConfig,
     Cluster,
     ElectPreferred,
@@ -171,6 +172,19 @@ def test_slow_links_and_fillers_are_drawn_with_slow_links_only() -> None:
         if s.steps[i].KIND == "slow" and s.steps[i + 1].KIND == "pause"
     ]
     assert any(isinstance(p.target, int) for _, p in pinned)  # the move, pinned
+    # Half the moves then cut the follower resumed off from the quorum (pinned by id), and
+    # half the heals are of one link: a heal of every cut lifts the slow link too.
+    resumed = [
+        (s.steps[i], s.steps[i + 1])
+        for s in aware
+        for i in range(len(s.steps) - 1)
+        if s.steps[i].KIND == "resume" and s.steps[i + 1].KIND == "cut"
+    ]
+    assert any(isinstance(c.a, int) and c.b == QUORUM for _, c in resumed)
+    heals = [step for step in slowed if step.KIND == "heal"]
+    assert any(h.a is None for h in heals) and any(h.b not in (None, QUORUM) for h in heals)
+    # Without slow links one link is healed only by a session flap, from the quorum.
+    assert all(step.a is None or step.b == QUORUM for step in plain if step.KIND == "heal")
 
 
 def test_spanning_transactions_are_drawn_with_spanning_in_kraft_only() -> None:
