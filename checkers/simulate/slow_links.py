@@ -113,6 +113,17 @@ class SlowLinks(Reassignments):
                 self._arrive(late, "as the slow link is lifted")
         return [f"{x}->{y}" for x, y in sorted(lifted)]
 
+    def _stop(self, b: int, *, clean: bool = False) -> None:
+        """A broker that stops takes its connections with it: a response in flight to or
+        from it is lost, whatever it does next (a restart makes new connections)."""
+        for late in [r for r in self.late_responses if b in (r.leader, r.follower)]:
+            self.late_responses.remove(late)
+            self._event(
+                f"broker {late.follower}'s late fetch response from broker {late.leader} is "
+                f"lost: broker {b} stopped"
+            )
+        super()._stop(b, clean=clean)
+
     def _cannot(self, why: str) -> None:
         if why not in self.cannot_predict:
             self.cannot_predict.append(why)

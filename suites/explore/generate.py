@@ -55,6 +55,17 @@ from runrecord.schedule import (
     TxnWrite,
     Wait,
 )
+from suites.explore.step_variants import (
+    FILLERS,
+    at_coordinator_at_times,
+    choose,
+    filled,
+    held_end,
+    paired,
+    replica_or,
+    spanning_at_times,
+    with_power_model,
+)
 
 # How often each step kind is drawn, relative to the others. Produce dominates: a
 # divergence needs data written in the right epochs. Elections, kills and restarts come
@@ -100,8 +111,6 @@ CLUSTER_CHOICES: dict[str, list[tuple[Any, float]]] = {
 SESSION_MS = 6000
 COUNTS = [1, 1, 1, 2, 3, 5, 10, 10, 11, 15, 20, 20, 25]  # records per produce step
 SLOW_RATES = [10, 30, 30, 100]  # KB/s of a slow link
-FILLERS = [300, 700]  # KB: what a produce step may write first, with slow links
-FILLED = 0.3  # of the produce steps drawn with slow links, those that write a filler
 WAITS = [1, 5, 6, 11, 30, 60]  # seconds
 
 
@@ -151,11 +160,6 @@ def explore_shape(options: DrawOptions, lag_ms: int = 600000) -> DrawOptions:
     return replace(options, controller=controller, lag_ms=lag_ms)
 
 
-def choose(rng: random.Random, options: list[tuple[Any, float]]) -> Any:
-    values, weights = zip(*options, strict=True)
-    return rng.choices(values, weights)[0]
-
-
 def candidate_seed(seed: int, index: int) -> int:
     """The run-time seed of candidate `index`: stable across Python versions."""
     digest = hashlib.sha256(f"logfork-explore:{seed}:{index}".encode()).digest()
@@ -199,13 +203,6 @@ def draw_cluster(rng: random.Random, options: DrawOptions) -> Cluster:
 # -- parameters of each kind ------------------------------------------------------------
 
 
-def _replica_or(rng: random.Random, cluster: Cluster, roles: list[tuple[Any, float]]) -> Any:
-    """A role by weight, or (with the weight left) one of the partition's replicas by id."""
-    rest = 1 - sum(w for _, w in roles)
-    pick = choose(rng, [*roles, ("id", rest)])
-    return rng.choice(cluster.replicas) if pick == "id" else pick
-
-
 def _draw_produce(rng: random.Random, c: Cluster) -> Step:
     to = Role.LEADER if rng.random() < 0.9 else rng.choice(c.replicas)  # a zombie, maybe
     return Produce(rng.choice(COUNTS), rng.choice(["all", "1"]), to)
@@ -215,16 +212,16 @@ def _draw_slow(rng: random.Random, c: Cluster) -> Step:
     """The leader's link to a follower, mostly; KB/s that make a 700 KB filler take from
     7 s to over a minute (a follower gives up on a fetch after 30 s and asks again)."""
     a = Role.LEADER if rng.random() < 0.8 else rng.choice(c.replicas)
-    b = _replica_or(rng, c, [(Role.FOLLOWER_IN_ISR, 0.8)])
+    b = replica_or(rng, c, [(Role.FOLLOWER_IN_ISR, 0.8)])
     return Slow(a, b, rng.choice(SLOW_RATES))
 
 
 def _draw_hold_back(rng: random.Random, c: Cluster) -> Step:
-    return HoldBack(_replica_or(rng, c, [(Role.FOLLOWER_IN_ISR, 0.8)]))
+    return HoldBack(replica_or(rng, c, [(Role.FOLLOWER_IN_ISR, 0.8)]))
 
 
 def _draw_cut(rng: random.Random, c: Cluster) -> Step:
-    a = _replica_or(rng, c, [(Role.LEADER, 0.4), (Role.FOLLOWER_IN_ISR, 0.3)])
+    a = replica_or(rng, c, [(Role.LEADER, 0.4), (Role.FOLLOWER_IN_ISR, 0.3)])
     b = choose(
         rng,
         [(QUORUM, 0.3), (Role.CONTROLLER, 0.2), (Role.LEADER, 0.2), ("id", 0.3)],
@@ -235,7 +232,7 @@ def _draw_cut(rng: random.Random, c: Cluster) -> Step:
 
 
 def _draw_hold_alter_partition(rng: random.Random, c: Cluster) -> Step:
-    return HoldAlterPartition(_replica_or(rng, c, [(Role.LEADER, 0.8)]))
+    return HoldAlterPartition(replica_or(rng, c, [(Role.LEADER, 0.8)]))
 
 
 def _draw_heal(rng: random.Random, c: Cluster) -> Step:
@@ -243,7 +240,7 @@ def _draw_heal(rng: random.Random, c: Cluster) -> Step:
 
 
 def _draw_expire_session(rng: random.Random, c: Cluster) -> Step:
-    return ExpireSession(_replica_or(rng, c, [(Role.LEADER, 0.5), (Role.FOLLOWER_IN_ISR, 0.3)]))
+    return ExpireSession(replica_or(rng, c, [(Role.LEADER, 0.5), (Role.FOLLOWER_IN_ISR, 0.3)]))
 
 
 def _draw_elect_preferred(rng: random.Random, c: Cluster) -> Step:
@@ -251,11 +248,11 @@ def _draw_elect_preferred(rng: random.Random, c: Cluster) -> Step:
 
 
 def _draw_elect_unclean(rng: random.Random, c: Cluster) -> Step:
-    return ElectUnclean(_replica_or(rng, c, [(Role.OUT_OF_SYNC, 0.8)]))
+    return ElectUnclean(replica_or(rng, c, [(Role.OUT_OF_SYNC, 0.8)]))
 
 
 def _draw_kill(rng: random.Random, c: Cluster) -> Step:
-    target = _replica_or(
+    target = replica_or(
         rng, c, [(Role.LEADER, 0.45), (Role.FOLLOWER_IN_ISR, 0.25), (Role.CONTROLLER, 0.1)]
     )
     if target == Role.CONTROLLER and c.mode == "kraft":
@@ -272,7 +269,7 @@ def _draw_restart(rng: random.Random, c: Cluster) -> Step:
 
 
 def _draw_pause(rng: random.Random, c: Cluster) -> Step:
-    return Pause(_replica_or(rng, c, [(Role.LEADER, 0.6), (Role.FOLLOWER_IN_ISR, 0.4)]))
+    return Pause(replica_or(rng, c, [(Role.LEADER, 0.6), (Role.FOLLOWER_IN_ISR, 0.4)]))
 
 
 def _draw_resume(rng: random.Random, c: Cluster) -> Step:
@@ -280,7 +277,7 @@ def _draw_resume(rng: random.Random, c: Cluster) -> Step:
 
 
 def _draw_power_loss(rng: random.Random, c: Cluster) -> Step:
-    target = _replica_or(rng, c, [(Role.LEADER, 0.5), (Role.FOLLOWER_IN_ISR, 0.3)])
+    target = replica_or(rng, c, [(Role.LEADER, 0.5), (Role.FOLLOWER_IN_ISR, 0.3)])
     return PowerLoss(target, choose(rng, [(None, 0.5), (1, 0.3), (2, 0.2)]))
 
 
@@ -308,23 +305,23 @@ def _draw_txn_abort(rng: random.Random, c: Cluster) -> Step:
 
 
 def _draw_move_dir(rng: random.Random, c: Cluster) -> Step:
-    target = _replica_or(rng, c, [(Role.LEADER, 0.4), (Role.FOLLOWER_IN_ISR, 0.4)])
+    target = replica_or(rng, c, [(Role.LEADER, 0.4), (Role.FOLLOWER_IN_ISR, 0.4)])
     return MoveDir(target, rng.random() < 0.5 or None)
 
 
 def _draw_fail_dir(rng: random.Random, c: Cluster) -> Step:
-    return FailDir(_replica_or(rng, c, [(Role.LEADER, 0.4), (Role.FOLLOWER_IN_ISR, 0.4)]))
+    return FailDir(replica_or(rng, c, [(Role.LEADER, 0.4), (Role.FOLLOWER_IN_ISR, 0.4)]))
 
 
 def _draw_reassign(rng: random.Random, c: Cluster) -> Step:
     """Replace a replica half the time; else add one, remove one or change the preferred
     one. The one removed is the leader a third of the time: it resigns."""
     what = choose(rng, [("replace", 0.5), ("add", 0.2), ("remove", 0.15), ("prefer", 0.15)])
-    remove = _replica_or(rng, c, [(Role.LEADER, 0.35), (Role.FOLLOWER_IN_ISR, 0.35)])
+    remove = replica_or(rng, c, [(Role.LEADER, 0.35), (Role.FOLLOWER_IN_ISR, 0.35)])
     add = Role.ANY_BROKER if rng.random() < 0.8 else rng.choice(c.broker_ids)
     throttle = rng.random() < 0.3 or None
     if what == "prefer":
-        return Reassign(prefer=_replica_or(rng, c, [(Role.FOLLOWER_IN_ISR, 0.5)]))
+        return Reassign(prefer=replica_or(rng, c, [(Role.FOLLOWER_IN_ISR, 0.5)]))
     return Reassign(
         add=add if what in ("replace", "add") else None,
         remove=remove if what in ("replace", "remove") else None,
@@ -437,73 +434,6 @@ def kind_weights(options: DrawOptions) -> dict[str, float]:
     }
 
 
-def _with_power_model(rng: random.Random, step: Step, models: tuple[str, ...]) -> Step:
-    """A power loss under a model drawn from `models`; with a filesystem model, what it
-    loses is the filesystem's to say (no `lose`), and a seed draws what torn and reorder
-    keep."""
-    if not isinstance(step, PowerLoss) or models == (CUT,):
-        return step
-    model = rng.choice(models)
-    if model == CUT:
-        return replace(step, model=CUT)
-    return PowerLoss(step.target, None, model, rng.randrange(1 << 16))
-
-
-# Of the kill, pause and cut steps drawn with DrawOptions.coordinator, those that name the
-# transaction coordinator instead of their drawn target.
-AT_COORDINATOR = 0.3
-
-
-def _at_coordinator(rng: random.Random, step: Step) -> Step:
-    """The step aimed at the transaction coordinator, at times, if it is a kill, a pause or
-    (its first end) a cut."""
-    if not isinstance(step, Kill | Pause | Cut) or rng.random() >= AT_COORDINATOR:
-        return step
-    if isinstance(step, Cut):
-        return replace(step, a=Role.COORDINATOR)
-    return replace(step, target=Role.COORDINATOR)
-
-
-# Of the commits and aborts drawn with DrawOptions.late_ends, those whose first EndTxn is held.
-HELD_END = 0.4
-
-
-def _filled(rng: random.Random, step: Step) -> Step:
-    if not isinstance(step, Produce) or rng.random() >= FILLED:
-        return step
-    return replace(step, filler=rng.choice(FILLERS))
-
-
-# Of the heals drawn with slow links, those of one link: a heal of every cut lifts the slow
-# links too, and what they hold back arrives at once, so KAFKA-18723's window (a held-back
-# follower let fetch again while a response is still in flight) needs one link healed.
-PAIRED = 0.5
-
-
-def _paired(rng: random.Random, step: Step, c: Cluster) -> Step:
-    if not isinstance(step, Heal) or step.a is not None or rng.random() >= PAIRED:
-        return step
-    a = _replica_or(rng, c, [(Role.LEADER, 0.5)])
-    b = choose(rng, [(Role.ANY_BROKER, 0.5), (QUORUM, 0.2), ("id", 0.3)])
-    return Heal(a, rng.choice(c.broker_ids) if b == "id" else b)
-
-
-# Of the transactional writes drawn with DrawOptions.spanning, those that span partitions.
-SPANNING = 0.4
-
-
-def _spanning(rng: random.Random, step: Step, c: Cluster) -> Step:
-    if not isinstance(step, TxnWrite) or rng.random() >= SPANNING:
-        return step
-    return replace(step, partitions=rng.randint(2, 1 + c.background_partitions))
-
-
-def _held_end(rng: random.Random, step: Step) -> Step:
-    if not isinstance(step, TxnCommit | TxnAbort) or rng.random() >= HELD_END:
-        return step
-    return replace(step, held=True)
-
-
 def next_steps(
     rng: random.Random,
     cluster: Cluster,
@@ -523,11 +453,11 @@ def next_steps(
             if kind in MOVE_WEIGHTS:
                 drawn = _draw_move(rng, cluster, kind)
             else:
-                step = _with_power_model(rng, DRAW[kind](rng, cluster), options.power_models)
-                step = _at_coordinator(rng, step) if coordinator else step
-                step = _filled(rng, _paired(rng, step, cluster)) if options.slow_links else step
-                step = _spanning(rng, step, cluster) if spanning else step
-                drawn = [_held_end(rng, step) if late_ends else step]
+                step = with_power_model(rng, DRAW[kind](rng, cluster), options.power_models)
+                step = at_coordinator_at_times(rng, step) if coordinator else step
+                step = filled(rng, paired(rng, step, cluster)) if options.slow_links else step
+                step = spanning_at_times(rng, step, cluster) if spanning else step
+                drawn = [held_end(rng, step) if late_ends else step]
             if sim is None:
                 return drawn, None
             trial, kept = sim.copy(), []
