@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -62,13 +63,27 @@ EPOCH_CACHE_LOST = "epoch-cache-lost"
 # A broker a reassignment removed still holds the replica under its own name after the heal
 # (a broker down at the change must find it a stray when it starts: KAFKA-13127).
 LEFT_BEHIND = "replica-left-behind"
-# Why a transaction hangs, where a run can tell. Two bugs end in the same symptom, and
+# Why a transaction hangs, where a run can tell. Several ways end in the same symptom, and
 # explore shrinks each cause apart (`finding_key`): the coordinator skipped the partition's
-# marker, taking a partition with no leader for deleted (KAFKA-20734, KRaft from 4.3.0); or
-# no coordinator skipped it and no replica holds it, as when an unclean election drops a
-# marker only the old leader held (KAFKA-20716).
+# marker, taking a partition with no leader for deleted (KAFKA-20734, KRaft from 4.3.0); a
+# power loss dropped the partition's tail past the transaction's start, its marker with it
+# (a loss the rules allow where it left no replica holding the marker); or neither, and no
+# replica holds the marker, as when an unclean election drops one only the old leader held
+# (KAFKA-20716).
 SKIPPED_MARKER = "skipped-marker"
+POWER_LOST_MARKER = "power-lost-marker"
 LOST_MARKER = "lost-marker"
+
+
+def hang_cause(skipped: bool, first: int, dropped: Sequence[tuple[int, int]]) -> str:
+    """Why the transaction open from offset `first` hangs: a coordinator skipped its marker
+    (`skipped`), a power loss dropped a tail [from, to) that began past `first`
+    (`dropped`), or its marker was lost otherwise."""
+    if skipped:
+        return SKIPPED_MARKER
+    if any(lo > first for lo, hi in dropped if hi > lo):
+        return POWER_LOST_MARKER
+    return LOST_MARKER
 
 
 def finding_key(kind: str | None, cause: str = "") -> str | None:

@@ -293,6 +293,7 @@ class SimState:
         self._failed: set[int] = set()  # brokers whose session ended, for the controller
         self.elected: int | None = None  # the controller chosen during the step under way
         self.power_losses = 0
+        self.power_drops: list[tuple[int, int]] = []  # the partition's tails they dropped
         self.max_divergent = 0
         self.max_isr_divergence = 0
         self.isr_gap = False

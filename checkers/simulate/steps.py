@@ -442,7 +442,9 @@ class Simulator(SlowLinks):
                 cut = told
             lost = [x for x in r.batches if x.last >= cut]
             r.batches = [x for x in r.batches if x.last < cut]
-            r.leo = r.batches[-1].last + 1 if r.batches else 0
+            before, r.leo = r.leo, r.batches[-1].last + 1 if r.batches else 0
+            if r.leo < before:
+                self.power_drops.append((r.leo, before))
         self._stop(b)
         self.power_losses += 1
         spans = ", ".join(x.span for x in lost) or "nothing"

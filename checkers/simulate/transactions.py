@@ -47,7 +47,7 @@ from typing import Any
 
 from checkers.simulate.replication import Replication
 from checkers.simulate.state import LEADER, STOPPED, SimBatch
-from runrecord.outcome import LOST_MARKER, SKIPPED_MARKER
+from runrecord.outcome import hang_cause as cause_of_hang
 from runrecord.schedule import Role, TxnAbort, TxnCommit, TxnWrite
 from runrecord.schedule_roles import Skip
 
@@ -396,11 +396,13 @@ class Transactions(Replication):
 
 
 def hang_cause(sim: Transactions, batches: list[SimBatch], first: int) -> str:
-    """Why the transaction open at `first` on a final log hangs: its coordinator skipped
-    the marker (KAFKA-20734), or the marker was appended and lost (KAFKA-20716)."""
+    """Why the transaction open at `first` on a final log hangs, by the rule a run judges
+    (runrecord.outcome.hang_cause): its coordinator skipped the marker (KAFKA-20734), a
+    power loss dropped the tail past its start, or the marker was appended and lost
+    (KAFKA-20716)."""
     txn = next((b.txn for b in batches if b.base == first), None)
     skipped = any(m.skipped for m in sim.markers if m.txn == txn)
-    return SKIPPED_MARKER if skipped else LOST_MARKER
+    return cause_of_hang(skipped, first, sim.power_drops)
 
 
 def open_transaction(batches: list[SimBatch]) -> int | None:

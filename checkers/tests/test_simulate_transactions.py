@@ -7,7 +7,7 @@ from __future__ import annotations
 from checkers.simulate import SimOptions, simulate
 from checkers.simulate.state import SimBatch
 from checkers.simulate.transactions import FAILED_TXN, open_transaction
-from runrecord.outcome import HANGING, LOST_MARKER, SKIPPED_MARKER
+from runrecord.outcome import HANGING, LOST_MARKER, POWER_LOST_MARKER, SKIPPED_MARKER
 from runrecord.schedule import (
     Cluster,
     ElectUnclean,
@@ -15,6 +15,7 @@ from runrecord.schedule import (
     Heal,
     HoldBack,
     Kill,
+    PowerLoss,
     Produce,
     Restart,
     Schedule,
@@ -237,6 +238,12 @@ def test_the_model_names_why_a_transaction_hangs() -> None:
     assert lost.finding() == f"{HANGING} ({LOST_MARKER})"
     fine = simulate(Schedule(kraft(False), steps=OFFLINE_COMMIT), "3.9.2")
     assert fine.hang_cause == "" and fine.finding() is None
+    # Explore's 4.4.0 run: the COMMIT marker reached broker 3 alone, whose power loss
+    # dropped it unflushed; whoever leads next has none.
+    steps = (TxnWrite(1), Kill(B), TxnCommit(), PowerLoss(C, 1))
+    powered = simulate(Schedule(kraft(), steps=steps), "4.4.0")
+    assert any("unflushed [1, 1] gone" in e for e in powered.events)
+    assert powered.finding() == f"{HANGING} ({POWER_LOST_MARKER})"
 
 
 # The leader appends the marker while its follower is held back (in the ISR, not fetching),

@@ -58,12 +58,13 @@ from checkers.protocol import RecoveryState
 from fixtures.releases import Release
 from runrecord.outcome import (
     CONSISTENT,
-    LOST_MARKER,
+    POWER_LOST_MARKER,
     SKIPPED_MARKER,
     Outcome,
     Symptom,
     high_watermark_clause,
 )
+from runrecord.outcome import hang_cause as cause_of_hang
 from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
@@ -278,10 +279,16 @@ def judge_partition(
                 None,
             )
         said = f" ({seen.stable})" if seen.stable else ""
-        if seen.skipped_marker:
+        cause = hang_cause(seen)
+        if cause == SKIPPED_MARKER:
             why = (
                 "its coordinator skipped the partition's marker, finding no leader for it "
                 f"(KAFKA-20734; {seen.skipped_marker})"
+            )
+        elif cause == POWER_LOST_MARKER:
+            why = (
+                "a power loss dropped the partition's tail past its start "
+                f"({seen.dropped}), its marker with it, and no replica holds one"
             )
         else:
             why = "no coordinator logged skipping its marker, and no replica holds one"
@@ -323,10 +330,11 @@ def judge_partition(
 
 
 def hang_cause(seen: Observed) -> str:
-    """Why the partition's transaction hangs, as far as the run can tell: a coordinator
-    logged skipping its marker (KAFKA-20734), or none did and no replica holds the marker
-    (an unclean election dropped it, KAFKA-20716; or a cause logfork does not know)."""
-    return SKIPPED_MARKER if seen.skipped_marker else LOST_MARKER
+    """Why the partition's transaction hangs, as far as the run can tell
+    (runrecord.outcome.hang_cause): a coordinator logged skipping its marker (KAFKA-20734),
+    a power loss dropped the tail past its start, or else no replica holds the marker (an
+    unclean election dropped it, KAFKA-20716; or a cause logfork does not know)."""
+    return cause_of_hang(bool(seen.skipped_marker), seen.hanging[0], seen.dropped)
 
 
 def judge(

@@ -7,7 +7,13 @@ from checkers.abstract import from_spec
 from checkers.lineage import Lineage
 from checkers.protocol import RecoveryState
 from fixtures.releases import Release
-from runrecord.outcome import ABORTED_READ, LOST_MARKER, SKIPPED_MARKER, finding_key
+from runrecord.outcome import (
+    ABORTED_READ,
+    LOST_MARKER,
+    POWER_LOST_MARKER,
+    SKIPPED_MARKER,
+    finding_key,
+)
 from runrecord.replay import (
     BACKGROUND,
     DIVERGED,
@@ -286,6 +292,13 @@ def test_a_hang_names_its_cause_a_coordinators_skip_or_a_lost_marker() -> None:
     j = judge({0: seen, 1: clean()}, unclean_enabled=True, **KRAFT_43)
     assert j.failure == HANGING and j.cause == LOST_MARKER
     assert "no coordinator logged skipping its marker" in j.summary
+    # A power loss that dropped the tail past the transaction's start took its marker.
+    seen = clean(hanging=[0], stable=stuck, stable_stuck=True, dropped=[(1, 2)])
+    j = judge({0: seen, 1: clean()}, unclean_enabled=True, **KRAFT_43)
+    assert j.cause == POWER_LOST_MARKER and "a power loss dropped the partition's tail" in j.summary
+    # ... not one that dropped the transaction's own start (that leaves nothing open there).
+    seen = clean(hanging=[3], stable=stuck, stable_stuck=True, dropped=[(2, 5)])
+    assert judge({0: seen, 1: clean()}, unclean_enabled=True, **KRAFT_43).cause == LOST_MARKER
     # Only a hang has a cause; the kind alone names every other finding.
     j = judge({0: clean(torn=[8]), 1: clean()}, unclean_enabled=False, **KRAFT_43)
     assert j.cause == "" and finding_key(j.failure, j.cause) == TORN
