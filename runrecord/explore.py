@@ -53,6 +53,7 @@ class ExploreFinding:
     replay: str  # the command that reproduces it
     report: str | None = None
     summary: str = ""
+    cause: str = ""  # why it failed, where the run can tell (`ScheduleEntry.cause`)
 
 
 @dataclass

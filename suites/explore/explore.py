@@ -321,7 +321,8 @@ class Explorer:
         failure = entry.failure or "finding"
         if not result.reproducible:
             return self.unshrunk(entry, "did not fail again when re-run (flaky)", result.runs)
-        file = self.out / "findings" / f"{k}-{failure.replace('@', '-')}.json"
+        named = f"{failure}-{entry.cause}" if entry.cause else failure
+        file = self.out / "findings" / f"{k}-{named.replace('@', '-')}.json"
         file.parent.mkdir(parents=True, exist_ok=True)
         # Shrunk from the explored schedule, whether or not the model shrank it first.
         origin = {**result.minimal.origin, "shrunk_from_steps": entry.steps}
@@ -338,6 +339,7 @@ class Explorer:
             self.replay_command(file),
             report,
             run.verdict.summary if run is not None else entry.summary,
+            entry.cause,
         )
 
     def unshrunk(self, entry: ScheduleEntry, why: str, runs: int = 0) -> ExploreFinding:
@@ -352,6 +354,7 @@ class Explorer:
             self.replay_command(Path(entry.schedule_file)),
             entry.report,
             f"{why}: {entry.summary}",
+            entry.cause,
         )
 
     # -- records ---------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from fixtures.disks import check_model
 from fixtures.errors import SetupError
 from fixtures.releases import Release, resolve
 from runrecord.explore import SHARD_DONE, ExploreRecord
+from runrecord.outcome import finding_key
 from runrecord.power import CUT
 from suites.explore.clusters import cluster_count, open_benches
 from suites.explore.explore import (
@@ -300,7 +301,7 @@ def main(args: argparse.Namespace) -> int:
             if f.reproducible
             else f.summary.split(":")[0]
         )
-        say(f"finding: {f.failure} (schedule {f.number}, {shrunk})")
+        say(f"finding: {finding_key(f.failure, f.cause)} (schedule {f.number}, {shrunk})")
         say(f"replay: {f.replay}")
     say(f"index: {out / 'report' / 'explore.html'}")
     if record.findings:
