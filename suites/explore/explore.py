@@ -407,8 +407,11 @@ def entry_of(n: int, candidate: Candidate, run: ScheduleRun, file: Path) -> Sche
         summary=run.verdict.summary,
         predicted=comparison.predicted if comparison is not None else run.prediction.failure(),
         prediction=comparison.prediction if comparison is not None else run.prediction.summary(),
-        # A schedule the model cannot predict counts neither way.
-        agree=None if comparison is None or comparison.unpredictable else comparison.agree,
+        # A schedule the model cannot predict counts neither way, nor one the brokers'
+        # side could not judge (not reached).
+        agree=None
+        if comparison is None or comparison.unpredictable or not run.outcome.has_verdict
+        else comparison.agree,
         agreed_if=comparison.agreed_if if comparison is not None else "",
         unpredictable=comparison.unpredictable if comparison is not None else "",
         seconds=round(run.seconds, 1),

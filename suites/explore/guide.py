@@ -168,9 +168,6 @@ MUTATIONS: dict[str, float] = {
     "append": 2,
     "delete": 1,  # a step goes
     "recount": 1,  # a produce writes another number of records
-    # ... the number another produce writes: batches of one size, as a steady workload
-    # writes them, line up at the same file positions in two replicas' logs
-    "match": 1,
     "acks": 1,  # a produce flips acks
     "repeat": 1,  # a run of 2 to 4 steps is repeated right after itself
     "splice": 2,  # the start of this schedule, the end of another of the same cluster
@@ -209,8 +206,6 @@ def mutate(
         op = "delete"
     if (op in ("recount", "acks") and not produces) or (op == "repeat" and len(steps) < 2):
         op = "insert"
-    if op == "match" and len(produces) < 2:
-        op = "insert"
     if op == "splice" and not mates:
         op = "insert"
     if op == "delete" and steps:
@@ -224,11 +219,6 @@ def mutate(
         mate = rng.choice(mates)
         cut, other = rng.randint(0, len(steps)), rng.randint(0, len(mate.steps))
         steps = (steps[:cut] + list(mate.steps[other:]))[:max_steps]
-    elif op == "match":
-        i, j = rng.sample(produces, 2)
-        model = steps[j]
-        assert isinstance(model, Produce)
-        steps[i] = replace(steps[i], count=model.count)
     elif op in ("recount", "acks"):
         i = rng.choice(produces)
         old = steps[i]
