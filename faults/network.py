@@ -11,6 +11,7 @@ or a refusal, means reachable), and `heal` deletes exactly the rules the cut add
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from fixtures import config
@@ -142,11 +143,19 @@ class Cut:
             self.mirrored.append((node, spec))
 
     def inject(self) -> Cut:
+        # When the first rule went in: under load, installing every rule and proving the cut
+        # take seconds, and the cut acts from its first rule (explore's clock, actions.py).
+        effective: float | None = None
         for node, spec in self._rule_specs():
             self._install(node, spec)
+            effective = effective if effective is not None else time.monotonic()
         self._verify_cut()
         self.cluster.timeline.record(
-            "fault", "cut", cut=self.describe(), rules=len(self.rules) + len(self.mirrored)
+            "fault",
+            "cut",
+            cut=self.describe(),
+            rules=len(self.rules) + len(self.mirrored),
+            effective_mono=effective,
         )
         return self
 

@@ -44,6 +44,9 @@ class StepResult:
     waits: float = 0.0  # of which the protocol imposed (session timeouts, wait steps, ...)
     unsettled: str = ""  # where the cluster stood when it did not settle as the model did
     settling: float = 0.0  # of `seconds`, spent waiting for the cluster to stand as the model
+    # Of `seconds`, those before its first fault or heal took effect (rules set up on every
+    # node it touches): what held before the step ran on through them, what it makes not.
+    lead: float = 0.0
     # skipped for what the model does not follow (runrecord.schedule_roles.Unserved)
     unserved: bool = False
 

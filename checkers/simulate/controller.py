@@ -30,23 +30,29 @@ class ControlPlane(Transactions):
         self.ctl.epoch += 1
 
     def between_steps(self) -> None:
-        """The wall clock before a step: the rest of the last step's time on the brokers
-        (`catch_up`), then what the layers below time."""
+        """The wall clock before a step: the rest of the last step's time on the brokers,
+        and the time this one spends before its fault takes effect (`catch_up`), then what
+        the layers below time."""
         self.catch_up(self._step - 1)
+        self.catch_up(self._step, lead=True)
         super().between_steps()
         self._began = self.time
 
-    def catch_up(self, step: int) -> None:
+    def catch_up(self, step: int, *, lead: bool = False) -> None:
         """A step takes longer on real brokers than the protocol waits the model counts for
-        it (a cut is proven, a settle waits for the cluster, a write for its answer): by
-        the run's clock (`SimOptions.step_seconds`), the rest of `step`'s time passes at
-        its end, and a paused or cut-off broker's session, or a follower's lag, runs on
-        through it. Seen on 4.4.0: a leader cut off from the quorum, then `wait 5` with a
-        6 s session; the brokers fenced it during the wait, which took 10.2 s."""
-        clock = self.options.step_seconds
+        it (its rules set up in every node it touches, a settle waiting for the cluster, a
+        write for its answer). By the run's clock (`SimOptions.step_seconds`), a paused or
+        cut-off broker's session, or a follower's lag, runs on through that time: the part
+        before the step's fault took effect (`SimOptions.step_lead`) ahead of it (`lead`),
+        the rest of it at its end. Seen on 4.4.0: a leader cut off from the quorum, then
+        `wait 5` with a 6 s session; the brokers fenced it during the wait, which took
+        10.2 s. And a cut from the quorum that took 8.0 s on a loaded machine, most of them
+        setting up its rules: the leader was fenced only in the wait after the next step."""
+        clock, leads = self.options.step_seconds, self.options.step_lead
         if not 0 <= step < len(clock):
             return
-        behind = clock[step] - (self.time - self._began)
+        ahead = leads[step] if step < len(leads) else 0.0
+        behind = ahead if lead else clock[step] - ahead - (self.time - self._began)
         if behind <= 0:
             return
         start = len(self.events)
@@ -57,10 +63,13 @@ class ControlPlane(Transactions):
         )
         self.clock_used |= running or len(self.events) > start
         if len(self.events) > start:  # a session or a follower's lag ran out meanwhile
-            self._event(
-                f"the run's clock: step {step} took {clock[step]:.1f} s on the brokers, "
-                f"{behind:.1f} s more than the model's own time for it"
+            said = (
+                f"step {step} spent {behind:.1f} s on the brokers before its fault took effect"
+                if lead
+                else f"step {step} took {clock[step]:.1f} s on the brokers, {behind:.1f} s more "
+                "than the model's own time for it"
             )
+            self._event(f"the run's clock: {said}")
             self.events.insert(start, self.events.pop())  # said before what it caused
 
     def _leave_isr(self, b: int) -> None:

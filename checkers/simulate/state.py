@@ -71,6 +71,10 @@ class SimOptions:
     # (checkers.simulate.transactions). Without it the model counts its own time, and such
     # a request makes the schedule one it cannot predict.
     step_seconds: tuple[float, ...] = ()
+    # Of each step's seconds, those it spent before its fault took effect (setting up rules
+    # in every node it touches, under load, say): what held before the step ran on through
+    # them, what the step makes did not (`ControlPlane.catch_up`). Empty: none.
+    step_lead: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

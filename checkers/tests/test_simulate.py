@@ -582,6 +582,16 @@ def test_the_runs_clock_runs_a_cut_off_brokers_session_out() -> None:
         "model's own time for it"
     )
     assert late.events[at + 1] == "step 2: broker 1 is fenced (running, 9.5 s)"
+    # A cut that spent most of its step setting up its rules: the session runs from when
+    # it took effect (SimOptions.step_lead), and expires in the wait after the next step.
+    slow_cut = SimOptions(step_seconds=(8.0, 1.2, 11.0), step_lead=(7.7, 0.0, 0.0))
+    steps2 = (Cut(1, QUORUM), Produce(1), Wait(11))
+    p = simulate(Schedule(kraft, steps=steps2), "4.4.0", options=slow_cut)
+    assert p.steps[1].targets == {"to": 1}
+    assert any(e.startswith("step 2: broker 1 is fenced") for e in p.events)
+    whole = SimOptions(step_seconds=(8.0, 1.2, 11.0))
+    p = simulate(Schedule(kraft, steps=steps2), "4.4.0", options=whole)
+    assert p.steps[1].targets.get("to") != 1  # fenced before the write, as if cut at once
     # A clock that leaves the session short of its timeout changes nothing.
     same = simulate(
         Schedule(kraft, steps=steps), "4.4.0", options=SimOptions(step_seconds=(0.1, 5.0, 0.5))

@@ -65,6 +65,16 @@ class Link:
         return {x, y} == {self.a, self.b}
 
 
+def took_effect(events: list[Any], started: float) -> float:
+    """Seconds from a step's start to its first fault or heal in the timeline (a cut: its
+    first rule, `effective_mono`), 0 where it records none: a write, a wait or an election
+    acts as it starts."""
+    first = next((e for e in events if e.kind in (EventKind.FAULT, EventKind.HEAL)), None)
+    if first is None:
+        return 0.0
+    return max(0.0, (first.data.get("effective_mono") or first.mono) - started)
+
+
 class Live:
     """The cluster a schedule runs on, as its steps see it. With a simulator (`sim`)
     following the same steps, each step that ran is given time to settle where the model
@@ -194,6 +204,7 @@ class Live:
         take effect raise NotReached, as in every scenario."""
         result = StepResult(index, step.describe(), step.KIND, DONE)
         started = time.monotonic()
+        recorded = len(self.ctx.timeline.events)
         handler = getattr(self, "_do_" + type(step).__name__.lower())
         try:
             self._see_coordinator(index, step)
@@ -211,6 +222,7 @@ class Live:
             result.unsettled = settle(self.cluster, self.topic, self.sim, self._since)
             result.settling = time.monotonic() - settling
         result.seconds = time.monotonic() - started
+        result.lead = took_effect(self.ctx.timeline.events[recorded:], started)
         self.results.append(result)
         self.ctx.timeline.record(
             EventKind.STEP,

@@ -57,6 +57,7 @@ def compare(
         unserved=unserved,
         coordinator_at=coordinator_at,
         step_seconds=tuple(r.seconds for r in real),
+        step_lead=tuple(r.lead for r in real),
     )
     said = []
     # Every step ran: the run's clock times what the model's own time cannot (a request's
