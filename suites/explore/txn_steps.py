@@ -124,6 +124,7 @@ class Transactional:
         self.failed = False  # a write of the open transaction was not acknowledged
         self.began = 0.0  # when the transaction open or last ended began
         self.written = 0  # batches written
+        self.last_write = 0.0  # when the last one was answered
         # The partitions the open (or the last) transaction wrote: the coordinator must mark
         # each before the next transaction may begin. And every partition any wrote.
         self.spans: set[int] = set()
@@ -290,6 +291,7 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
         txn.close()
         return {"to": leader, "acknowledged": False, "error": str(exc)}, 0.0
     txn.written += 1
+    txn.last_write = time.time()
     txn.spans = set(leaders) | (set() if began else txn.spans)
     txn.touched |= txn.spans
     unacknowledged = []
@@ -464,12 +466,16 @@ def await_transactions_ended(run: Runner, txn: Transactional) -> dict[int, Stabl
     """After the heal: the producer goes away, and the run waits until the last stable
     offset of every partition a transaction wrote reaches its high watermark, or until the
     coordinator has had the time to abort what is left open (its timeout and two abort
-    scans past the last transaction's start). The offsets seen last, by partition; none for
+    scans past the last transaction's start), and the disk audit the time to call what is
+    still open hanging: it ages an open transaction from its first batch on the final log,
+    which may be the last write, when what came before it was lost (seen on 4.4.0: the
+    clients saw the hang, the disk not yet). The offsets seen last, by partition; none for
     a schedule without a transaction."""
     if txn.written == 0:
         return {}
     txn.close()
-    deadline = txn.began + TXN_TIMEOUT_S + 2 * ABORT_SCAN_MS / 1000 + 2
+    since = max(txn.began, txn.last_write)
+    deadline = since + TXN_TIMEOUT_S + 2 * ABORT_SCAN_MS / 1000 + 2
     partitions = sorted(txn.touched)
 
     def probe() -> tuple[float, dict[int, StableOffsets]]:
