@@ -317,7 +317,9 @@ class Live:
             return roles.cannot_hold_alter_partition(b, self.assignment, self._running(b), held)
 
         b = roles.pick(step.target, view, ok, "hold the AlterPartition requests of")
-        self.holds.hold(b, self.node(b))
+        # A KRaft broker cut off from the quorum by a step reaches no controller to probe.
+        reaching = self.cluster.mode != "kraft" or self.linked(b, QUORUM)
+        self.holds.hold(b, self.node(b), reaching=reaching)
         return {"broker": b}, 0.0
 
     def _do_cut(self, step: kinds.Cut) -> tuple[dict[str, Any], float]:

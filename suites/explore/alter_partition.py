@@ -32,13 +32,14 @@ class Holds:
     def held(self) -> set[int]:
         return set(self.filters)
 
-    def hold(self, broker: int, node: Node) -> None:
+    def hold(self, broker: int, node: Node, *, reaching: bool = True) -> None:
         """Hold every AlterPartition the broker sends to the controller's port: in KRaft the
         voters' (whichever leads), in ZooKeeper mode the brokers' inter-broker listener
-        (whichever broker is the controller)."""
+        (whichever broker is the controller). `reaching`: the broker is not cut off from
+        the controller by a step, so the filter must leave it reaching it."""
         kraft = self.cluster.mode == "kraft"
         port = config.CONTROLLER_PORT if kraft else config.INTERNAL_PORT
-        probe = _probe(self.cluster, node)
+        probe = _probe(self.cluster, node) if reaching else None
         self.filters[broker] = filters.hold_api(
             self.cluster, node, port, filters.ALTER_PARTITION, "AlterPartition", probe=probe
         )
