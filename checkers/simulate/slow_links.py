@@ -224,12 +224,14 @@ class SlowLinks(Reassignments):
         holding other batches as far as the slice's end (LATE_REFILLED).
         Writes of the same sizes after that rewrite it (`late_rewritten`)."""
         for late in self.late_responses:
-            r = self.replicas[late.follower]
-            if not late.tags or r.leader != late.leader or r.epoch != late.epoch:
+            # A reassignment may have taken either end's replica away meanwhile.
+            r, sender = self.replicas.get(late.follower), self.replicas.get(late.leader)
+            if r is None or sender is None or not late.tags:
+                continue
+            if r.leader != late.leader or r.epoch != late.epoch:
                 continue
             if self.linked(late.follower, QUORUM) or not self.alive(late.leader):
                 continue
-            sender = self.replicas[late.leader]
             there = positions(sender.batches)
             held = tuple(b.tag for p, b in there if late.first <= p < late.end)
             stage = LATE_ISOLATED
@@ -259,13 +261,18 @@ class SlowLinks(Reassignments):
         return elapsed >= seconds
 
     def _logs(self, late: LateResponse) -> tuple[Any, ...]:
-        lead, r = self.replicas[late.leader], self.replicas[late.follower]
+        lead, r = self.replicas.get(late.leader), self.replicas.get(late.follower)
+        if lead is None or r is None:
+            return ()
         return (tuple(b.tag for b in lead.batches), r.leader, r.epoch, r.leo)
 
     def _arrive(self, late: LateResponse, when: str) -> None:
         self.late_responses.remove(late)
-        lead, r = self.replicas[late.leader], self.replicas[late.follower]
         who = f"broker {late.follower}'s late fetch response from broker {late.leader}"
+        lead, r = self.replicas.get(late.leader), self.replicas.get(late.follower)
+        if lead is None or r is None:
+            self._event(f"{who} is dropped: a reassignment removed a replica of its ends")
+            return
         if late.drain >= FETCH_TIMEOUT_S:
             self._event(f"{who} timed out (request.timeout.ms): it fetches again")
             return

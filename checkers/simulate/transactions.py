@@ -302,9 +302,12 @@ class Transactions(Replication):
         the resend is followed only if where it goes did not change since the step before."""
         if m.sent_to is None or m.sent_to == self.ctl.leader:
             return False
-        r = self.replicas[m.sent_to]
+        r = self.replicas.get(m.sent_to)  # None: a reassignment took its replica away
         zombie = (
-            self.nodes[m.sent_to].status != STOPPED and r.role == LEADER and r.epoch == m.epochs[-1]
+            r is not None
+            and self.nodes[m.sent_to].status != STOPPED
+            and r.role == LEADER
+            and r.epoch == m.epochs[-1]
         )
         timed_out = self._wall_passed(m.sent_at, REQUEST_TIMEOUT_S) if zombie else False
         target = self._marker_target()
