@@ -48,6 +48,18 @@ from suites.explore.shrink import ShrinkResult, shrink, simulated_runner
 from suites.explore.threads import run_threads
 
 Say = Callable[[str], None]
+Failing = tuple[ScheduleEntry, Schedule]
+
+
+def shrink_order(failing: list[Failing]) -> list[Failing]:
+    """Findings (in number order) in the order they are shrunk: the first of each kind (a
+    kind with two causes is two kinds), a divergence's first, then the rarest kind's; then
+    the second of each, and so on."""
+    by_kind: dict[str, list[Failing]] = {}
+    for item in failing:
+        by_kind.setdefault(finding_key(item[0].failure, item[0].cause) or "", []).append(item)
+    groups = sorted(by_kind.values(), key=lambda g: (g[0][0].failure != DIVERGED, len(g)))
+    return [g[i] for i in range(len(failing)) for g in groups if i < len(g)]
 
 
 @dataclass
@@ -216,15 +228,11 @@ class Explorer:
     # -- shrinking -------------------------------------------------------------------------
 
     def shrink_findings(self) -> None:
-        """Shrink the first finding of each kind (a divergence first: what explore is for),
-        then the next ones, up to `shrink_findings` of them; the others are listed with
-        their own schedules."""
-        by_kind: dict[str, list[tuple[ScheduleEntry, Schedule]]] = {}
-        for item in self.failing:  # a kind with two causes is two kinds here
-            by_kind.setdefault(finding_key(item[0].failure, item[0].cause) or "", []).append(item)
-        groups = sorted(by_kind.values(), key=lambda g: g[0][0].failure != DIVERGED)
-        order = [g[i] for i in range(len(self.failing)) for g in groups if i < len(g)]
-        for k, (entry, schedule) in enumerate(order, start=1):
+        """Shrink the first finding of each kind (a divergence first: what explore is for;
+        then the rarest kind, which the next search is least likely to meet again), then
+        the next ones, up to `shrink_findings` of them; the others are listed with their
+        own schedules."""
+        for k, (entry, schedule) in enumerate(shrink_order(self.failing), start=1):
             if k > self.options.shrink_findings:
                 self.record.findings.append(self.unshrunk(entry, "not shrunk (--shrink-findings)"))
                 continue

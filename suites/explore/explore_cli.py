@@ -127,7 +127,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=3,
         metavar="N",
-        help="findings to shrink, the first of each kind (and cause) first, a divergence first (3)",
+        help="findings to shrink, the first of each kind (and cause) first, a divergence "
+        "first, then the rarest kind (3)",
     )
     parser.add_argument(
         "--fresh",

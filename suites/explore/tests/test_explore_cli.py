@@ -18,7 +18,7 @@ from runrecord.outcome import Outcome
 from runrecord.schedule import load_schedule, write_schedule
 from suites import cli
 from suites.explore.bench import cluster_spec, shape_key
-from suites.explore.explore import progress_line, summary_lines
+from suites.explore.explore import progress_line, shrink_order, summary_lines
 from suites.explore.explore_cli import best_so_far
 from suites.explore.generate import DrawOptions, draw_many, explore_shape
 from suites.explore.replay_cli import in_mode
@@ -125,6 +125,20 @@ def test_progress_and_summary_lines() -> None:
         "disagreement: schedule 2: model stuck, brokers held: replay: /x/schedules/002.json"
     )
     assert "not shrunk" in best_so_far(record) and "/x/schedules/001.json" in best_so_far(record)
+
+
+def test_shrink_order_takes_a_divergence_then_the_rarest_kind_first() -> None:
+    def hang(n: int, cause: str) -> ScheduleEntry:
+        return replace(entry(n, "hanging-transaction", None, None), cause=cause)
+
+    causes = {2: "skipped-marker", 3: "power-lost-marker", 5: "skipped-marker",
+              6: "skipped-marker", 9: "lost-marker", 11: "lost-marker",
+              14: "power-lost-marker", 20: "lost-marker", 21: "skipped-marker"}  # fmt: skip
+    entries = [hang(n, c) for n, c in causes.items()] + [entry(10, "diverged", None, None)]
+    entries.sort(key=lambda e: e.number)
+    failing = [(e, None) for e in entries]
+    order = [e.number for e, _ in shrink_order(failing)]  # type: ignore[arg-type]
+    assert order == [10, 3, 9, 2, 14, 11, 5, 20, 6, 21]
 
 
 def test_the_explore_index_page(tmp_path: Path) -> None:
