@@ -537,7 +537,8 @@ class Simulator(SlowLinks):
         self.advance(longest + 1)
         if self.txn is not None:
             # Left open: the coordinator aborts it once its timeout has passed (a run waits
-            # for that before it judges).
+            # for that before it judges), unless the steps' clock placed it inside one.
+            self.abort_unplaced()
             self.end_txn(ABORT, "left open: the coordinator aborts it at its timeout")
             self.settle()
         return predict(self)

@@ -378,13 +378,19 @@ class Transactions(Replication):
         if not passed:
             return
         self.clock_used = True
-        straddled = self.txn.straddled
+        self.abort_unplaced()
+        self._abort_at_timeout()
+
+    def abort_unplaced(self) -> None:
+        """The model cannot predict where the coordinator's abort at the timeout went when
+        that moment fell inside a step (`Txn.straddled`) whose marker would have gone
+        elsewhere than where it goes now: the run's steps do not place wall-clock time."""
+        straddled = self.txn.straddled if self.txn is not None else None
         if straddled and straddled[1] != self._marker_target() and not self.cannot_predict:
             self.cannot_predict.append(
                 f"the coordinator's abort of transaction {self.txn.id} at its timeout fell "
                 f"inside step {straddled[0]}: wall-clock time, which the run's steps do not place"
             )
-        self._abort_at_timeout()
 
     def _coordinator_up(self) -> bool:
         """Some broker could lead the coordinator's log and abort: running, with a session
