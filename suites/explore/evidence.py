@@ -54,11 +54,29 @@ def copy_evidence(cluster: Cluster, topic: str, run: RunDir, marks: dict[str, in
                 (logs / node.log_file.name).write_bytes(f.read())
 
 
+# Runs of zeros at least this long become holes in the copy.
+HOLE = 1 << 16
+
+
 def _copy(source: Path | str, target: Path | str) -> None:
     """Copy a file of the live cluster; one its broker renamed or deleted since the listing
     (a checkpoint's temporary file, a segment being cleaned) is no evidence of anything."""
     try:
-        shutil.copy2(source, target)
+        _sparse_copy(Path(source), Path(target))
     except FileNotFoundError:
         if Path(source).exists():
             raise
+
+
+def _sparse_copy(source: Path, target: Path) -> None:
+    """Copy with holes where the source has zeros: a broker preallocates each active
+    segment's offset and time index at segment.index.bytes (10 MiB), mostly unwritten, and
+    a plain copy writes every zero, about 250 MB per schedule of a 4.4.0 explore."""
+    with source.open("rb") as src, target.open("wb") as dst:
+        while block := src.read(HOLE):
+            if block.count(0) == len(block):
+                dst.seek(len(block), 1)
+            else:
+                dst.write(block)
+        dst.truncate()  # a trailing hole: the length is the source's
+    shutil.copystat(source, target)

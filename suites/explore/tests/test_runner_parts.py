@@ -10,7 +10,7 @@ from checkers.simulate import simulate
 from runrecord.replay import Judgement, StepResult
 from runrecord.schedule import load_schedule, loads
 from suites.explore.comparison import compare
-from suites.explore.evidence import _wanted
+from suites.explore.evidence import HOLE, _sparse_copy, _wanted
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "schedules" / "kip-279-s1-equal.json"
 
@@ -259,3 +259,17 @@ def test_the_runs_clock_tells_the_model_when_a_zombies_request_timed_out() -> No
         r.seconds = 31 if r.index == 3 else 1
     c = compare(prediction, held, prediction.steps, real, schedule)
     assert "waited in the purgatory of broker 2" in c.unpredictable
+
+
+def test_evidence_copies_keep_a_preallocated_index_sparse(tmp_path: Path) -> None:
+    # An active segment's index: a few entries, then zeros up to segment.index.bytes.
+    index = tmp_path / "00000000000000000000.index"
+    entries = bytes(range(1, 17)) * 4
+    index.write_bytes(entries + bytes(10 * 1024 * 1024 - len(entries)))
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(HOLE) + b"batch" + bytes(HOLE + 3))  # zeros between data too
+    for source in (index, log):
+        copy = tmp_path / f"copy-{source.name}"
+        _sparse_copy(source, copy)
+        assert copy.read_bytes() == source.read_bytes()
+    assert (tmp_path / f"copy-{index.name}").stat().st_blocks * 512 <= 2 * HOLE
