@@ -47,8 +47,21 @@ class StepResult:
     # Of `seconds`, those before its first fault or heal took effect (rules set up on every
     # node it touches): what held before the step ran on through them, what it makes not.
     lead: float = 0.0
+    began: float = 0.0  # wall-clock time (epoch seconds) it started: places what brokers logged
     # skipped for what the model does not follow (runrecord.schedule_roles.Unserved)
     unserved: bool = False
+
+
+def placed_before(wall: float, steps: list[StepResult]) -> int:
+    """Where a moment of the run (epoch seconds) falls among its steps: the index of the
+    first step whose fault had not yet taken effect then (`began` plus `lead`); the number
+    of steps when after the last one's, but before it ended; one more when in the heal."""
+    for r in steps:
+        if wall < r.began + r.lead:
+            return r.index
+    if steps and wall < steps[-1].began + steps[-1].seconds:
+        return len(steps)
+    return len(steps) + 1
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
@@ -217,3 +218,35 @@ def markers_skipped(cluster: Cluster, topic: str, since: dict[int, int]) -> dict
             for p, line in skipped_markers(_lines_from(node, since.get(b, 0)), topic).items():
                 found.setdefault(p, f"broker {b}'s log: {line}")
     return found
+
+
+# The coordinator's line as it aborts a transaction open past transaction.timeout.ms
+# (TransactionCoordinator.abortTimedOutTransactions; "of transactionalId: X" before 3.x's
+# rewording, and at DEBUG only in the oldest releases, where nothing is told).
+TIMEOUT_ROLLBACK = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\].*Completed rollback (?:of )?ongoing "
+    r"transaction (?:for|of) transactionalId:? (\S+) due to timeout"
+)
+
+
+def timeout_rollbacks(lines: Iterable[str], transactional_id: str) -> list[float]:
+    """When (epoch seconds; a node logs in UTC) a coordinator logged aborting the
+    transactional id's transaction at its timeout."""
+    found = []
+    for line in lines:
+        m = TIMEOUT_ROLLBACK.match(line)
+        if m and m.group(3) == transactional_id:
+            at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+            found.append(at.timestamp() + int(m.group(2)) / 1000)
+    return found
+
+
+def rolled_back_at_timeout(
+    cluster: Cluster, transactional_id: str, since: dict[int, int]
+) -> list[float]:
+    """timeout_rollbacks in every broker's log from its mark in `since`, in time order."""
+    found: list[float] = []
+    for b, node in sorted(cluster.brokers.items()):
+        if node.log_file.is_file():
+            found += timeout_rollbacks(_lines_from(node, since.get(b, 0)), transactional_id)
+    return sorted(found)

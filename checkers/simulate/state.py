@@ -75,6 +75,12 @@ class SimOptions:
     # in every node it touches, under load, say): what held before the step ran on through
     # them, what the step makes did not (`ControlPlane.catch_up`). Empty: none.
     step_lead: tuple[float, ...] = ()
+    # Where a run on real brokers saw the coordinator abort the open transaction at its
+    # timeout (its log says when): before the fault of each step given by index took
+    # effect, the number of steps meaning before the heal. The model aborts there instead
+    # of placing the timeout by `step_seconds`, which cannot say where inside a step it
+    # fell. Empty: nothing told.
+    timeout_aborts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

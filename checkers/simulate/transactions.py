@@ -365,6 +365,9 @@ class Transactions(Replication):
         """The coordinator aborts a transaction open longer than its timeout: by the run's
         clock where there is one (`between_steps`), else by the model's time (`advance`).
         A run's coordinator looks for them every ABORT_SCAN_S."""
+        if self.options.timeout_aborts:
+            self.abort_if_told(self._step)
+            return
         if self.txn is None or not self._coordinator_up():
             return
         if not self.options.step_seconds:
@@ -380,6 +383,13 @@ class Transactions(Replication):
         self.clock_used = True
         self.abort_unplaced()
         self._abort_at_timeout()
+
+    def abort_if_told(self, before: int) -> None:
+        """The coordinator aborts the open transaction where the run saw it abort at the
+        timeout: before step `before`'s fault took effect (`SimOptions.timeout_aborts`)."""
+        if self.txn is not None and before in self.options.timeout_aborts:
+            self.clock_used = True
+            self._abort_at_timeout()
 
     def abort_unplaced(self) -> None:
         """The model cannot predict where the coordinator's abort at the timeout went when

@@ -202,7 +202,7 @@ class Live:
     def apply(self, index: int, step: Step) -> StepResult:
         """Run one step; a skipped or rejected step changes nothing. Faults that do not
         take effect raise NotReached, as in every scenario."""
-        result = StepResult(index, step.describe(), step.KIND, DONE)
+        result = StepResult(index, step.describe(), step.KIND, DONE, began=time.time())
         started = time.monotonic()
         recorded = len(self.ctx.timeline.events)
         handler = getattr(self, "_do_" + type(step).__name__.lower())

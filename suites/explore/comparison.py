@@ -30,6 +30,8 @@ def compare(
     power_cuts: tuple[PowerCut, ...] = (),
     coordinator_at: tuple[tuple[int, int], ...] = (),
     unknown: tuple[str, ...] = (),
+    *,
+    timeout_aborts: tuple[int, ...] = (),
 ) -> Comparison:
     """The model's failure kind for the schedule's partition beside the brokers'. With the
     schedule, a disagreement is looked up among the outcomes the model allows where the run
@@ -41,7 +43,9 @@ def compare(
     it cannot predict when a file it does not follow was rolled back. Steps the transaction
     coordinator could not serve (`StepResult.unserved`), and the coordinator a step naming
     it found (`coordinator_at`), are told alike. `unknown`: what the run saw that the model
-    cannot follow (a held EndTxn whose coordinator had changed when it was released)."""
+    cannot follow (a held EndTxn whose coordinator had changed when it was released).
+    `timeout_aborts`: where among the steps the coordinator logged aborting a transaction
+    at its timeout (`SimOptions.timeout_aborts`), which the steps' durations cannot place."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
     rules = prediction.followed
     told = tuple(
@@ -56,6 +60,7 @@ def compare(
         controller_after=controller_after,
         unserved=unserved,
         coordinator_at=coordinator_at,
+        timeout_aborts=timeout_aborts,
         step_seconds=tuple(r.seconds for r in real),
         step_lead=tuple(r.lead for r in real),
     )
@@ -63,7 +68,7 @@ def compare(
     # Every step ran: the run's clock times what the model's own time cannot (a request's
     # timeout, the coordinator's abort at the transaction timeout).
     timed = bool(real) and len(real) == len(model)
-    tells = bool(told or unserved or coordinator_at)
+    tells = bool(told or unserved or coordinator_at or timeout_aborts)
     if (tells or timed) and schedule is not None:
         options = dataclasses.replace(seen, kept_after_power_loss=told)
         again = simulate(schedule, rules, options=options)
@@ -85,6 +90,9 @@ def compare(
         if coordinator_at:
             found = ", ".join(f"broker {b} at step {i}" for i, b in coordinator_at)
             said.append(f"given the transaction coordinator the run found ({found})")
+        if timeout_aborts:
+            at = ", ".join(_before(i, len(real)) for i in timeout_aborts)
+            said.append(f"given where the coordinator aborted at the transaction timeout ({at})")
         if prediction.clock_used:
             said.append("given how long the steps took on the brokers")
     predicted = prediction.failure()
@@ -167,3 +175,10 @@ def _agreeing_condition(
                 f"{steps}{also}: {variant.summary()}"
             )
     return None
+
+
+def _before(index: int, steps: int) -> str:
+    """Where `runrecord.replay.placed_before` put a moment, in words."""
+    if index < steps:
+        return f"before step {index}"
+    return "after the last step" if index == steps else "in the heal"

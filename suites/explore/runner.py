@@ -31,13 +31,19 @@ from observe.stable import StableOffsets
 from observe.state import StateRecorder
 from observe.timeline import Timeline
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair, finding_key
-from runrecord.replay import Comparison, Judgement, StepResult
+from runrecord.replay import Comparison, Judgement, StepResult, placed_before
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
 from runrecord.schedule_expect import expected_symptom
 from runrecord.typed import to_json
-from suites.broker_logs import fetcher_dies, log_mark, markers_skipped, stuck_follower
+from suites.broker_logs import (
+    fetcher_dies,
+    log_mark,
+    markers_skipped,
+    rolled_back_at_timeout,
+    stuck_follower,
+)
 from suites.convergence import converge
 from suites.explore import slow_steps, txn_steps
 from suites.explore.actions import Live
@@ -352,6 +358,11 @@ def _body(
     if txn_steps.uses_transactions(schedule):
         result.txns_judged_ms = int(time.time() * 1000)  # run.json keeps it, for the audit
     skipped = markers_skipped(cluster, topic, marks) if stable else {}
+    rollbacks = (
+        rolled_back_at_timeout(cluster, live.txn.id, marks)
+        if txn_steps.uses_transactions(schedule)
+        else []
+    )
     observed = observe(
         ctx,
         topic,
@@ -383,6 +394,7 @@ def _body(
         tuple(live.power_cuts),
         tuple(live.coordinators),
         (*live.unknown, *live.txn.unknown),
+        timeout_aborts=tuple(placed_before(at, result.steps) for at in rollbacks),
     )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict

@@ -30,8 +30,10 @@ from runrecord.replay import (
     STUCK,
     TORN,
     UNJUDGED,
+    StepResult,
+    placed_before,
 )
-from suites.broker_logs import same_offset_resets, skipped_markers
+from suites.broker_logs import same_offset_resets, skipped_markers, timeout_rollbacks
 from suites.explore.invariants import leader_lacks_its_epoch
 from suites.explore.judge import (
     Observed,
@@ -352,3 +354,27 @@ def test_a_coordinators_skipped_marker_is_read_from_its_log() -> None:
     found = skipped_markers(lines, "s-1a2b")
     assert list(found) == [1] and "s-1a2b-1" in found[1]
     assert skipped_markers(lines, "s-1a2") == {}
+
+
+def test_the_coordinators_aborts_at_the_timeout_are_placed_among_the_steps() -> None:
+    tid = "logfork-s-bd91ea8c"
+    lines = [
+        "[2026-11-28 22:01:14,077] INFO [TransactionCoordinator id=3] Completed rollback of "
+        f"ongoing transaction for transactionalId {tid} due to timeout (kafka.coordinator...)",
+        "[2026-11-28 22:01:15,000] INFO [TransactionCoordinator id=3] Completed rollback "
+        f"ongoing transaction of transactionalId: {tid} due to timeout",  # before 3.x
+        "[2026-11-28 22:01:16,000] INFO ... Completed rollback of ongoing transaction for "
+        f"transactionalId {tid}-2 due to timeout",  # another producer's
+    ]
+    at = timeout_rollbacks(lines, tid)
+    assert at == [1795903274.077, 1795903275.0]
+    # Schedule 17 of a 4.4.0 explore: step 12 (a SIGKILL) began at 266.96 and took effect
+    # 2.5 s later; the abort came after that, so before step 13's.
+    steps = [StepResult(i, "step", "kill", "done", seconds=8.3, lead=2.5) for i in range(14)]
+    steps[12].began, steps[13].began = 1795903266.96, 1795903275.26
+    for i in range(12):
+        steps[i].began = 1795903200.0 + i
+    assert placed_before(at[0], steps) == 13
+    assert placed_before(1795903268.0, steps) == 12  # before the kill took effect
+    assert placed_before(1795903278.0, steps) == 14  # after the last step's, inside it
+    assert placed_before(1795903290.0, steps) == 15  # in the heal
