@@ -32,7 +32,8 @@ def explore_view(record: ExploreRecord, page_dir: Path) -> dict[str, Any]:
         e["schedule_href"] = _href(e["schedule_file"], page_dir)
         e["schedule_name"] = Path(e["schedule_file"]).name
     x["clustered"] = any(e["cluster"] for e in x["schedules"])
-    for f in x["findings"]:
+    for f, finding in zip(x["findings"], record.findings, strict=True):
+        f["tally"] = finding.tally()
         f["minimal_href"] = _href(f["minimal"], page_dir)
         f["minimal_name"] = Path(f["minimal"]).name
         f["report_href"] = _href(f["report"], page_dir)

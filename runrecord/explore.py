@@ -54,6 +54,17 @@ class ExploreFinding:
     report: str | None = None
     summary: str = ""
     cause: str = ""  # why it failed, where the run can tell (`ScheduleEntry.cause`)
+    # Every real run of the minimal schedule while shrinking (the model's minimal, tried
+    # before the original was shrunk, may be the same schedule): how many, and how many
+    # failed so. Fewer failures than runs: a race that the replay meets only sometimes.
+    minimal_runs: int = 0
+    minimal_failed: int = 0
+
+    def tally(self) -> str:
+        """How often the minimal schedule failed when run, in words."""
+        if self.minimal_failed == self.minimal_runs:
+            return "on every re-run"
+        return f"in {self.minimal_failed} of its {self.minimal_runs} runs"
 
 
 @dataclass

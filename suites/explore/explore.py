@@ -251,6 +251,8 @@ class Explorer:
         protocol = self.bench.release.version
         runs_dir = self.out / "shrink" / f"{k}"
         last_failing: dict[str, ScheduleRun] = {}
+        # Each candidate's real runs: whether each failed as the finding did.
+        tally: dict[str, list[bool]] = {}
         numbers = itertools.count(1)
 
         def real_on(bench: Bench) -> Callable[[Schedule], str | None]:
@@ -267,6 +269,7 @@ class Explorer:
                     )
                     if got.failure is not None:
                         last_failing[_key(candidate)] = got
+                    tally.setdefault(_key(candidate), []).append(got.finding == failure)
                     self.sync_boots()
                 return got.finding
 
@@ -321,7 +324,12 @@ class Explorer:
                 seen=failure,
                 more_runners=more,
             )
-        return self.finding(k, entry, result, last_failing.get(_key(result.minimal)))
+        found = self.finding(k, entry, result, last_failing.get(_key(result.minimal)))
+        runs = tally.get(_key(result.minimal), [])
+        found.minimal_runs, found.minimal_failed = len(runs), sum(runs)
+        if runs and not all(runs):
+            self.say(f"  the minimal schedule failed {found.tally()}")
+        return found
 
     def finding(
         self, k: int, entry: ScheduleEntry, result: ShrinkResult, run: ScheduleRun | None

@@ -298,7 +298,7 @@ def main(args: argparse.Namespace) -> int:
         say(line)
     for f in record.findings:
         shrunk = (
-            f"shrunk to {f.steps} steps in {f.runs} runs"
+            f"shrunk to {f.steps} steps in {f.runs} runs, failing {f.tally()}"
             if f.reproducible
             else f.summary.split(":")[0]
         )

@@ -153,6 +153,7 @@ def test_the_explore_index_page(tmp_path: Path) -> None:
             "diverged", 1, "/x/schedules/001.json", str(minimal), 6, True, 9,
             f"logfork replay {minimal} --kafka-version 1.1.1 --kafka-mode zk",
             str(tmp_path / "report" / "r9.html"), "replicas diverged at offset 11",
+            minimal_runs=5, minimal_failed=2,
         )
     ]  # fmt: skip
     record.finished, record.searching = record.started + 90, 60.0
@@ -162,4 +163,5 @@ def test_the_explore_index_page(tmp_path: Path) -> None:
     assert "model agreed on 1 of 2 judged (50.0 %), 1 disagreement(s)" in page
     assert "2.00 schedules/min" in page
     assert json.dumps(str(minimal))[1:-1] in page  # the replay command
+    assert "yes, in 2 of its 5 runs" in page  # a race the replay meets only sometimes
     assert "<script" not in page
