@@ -64,6 +64,13 @@ def placed_before(wall: float, steps: list[StepResult]) -> int:
     return len(steps) + 1
 
 
+def placement(index: int, steps: int) -> str:
+    """Where `placed_before` put a moment among `steps` steps, in words."""
+    if index < steps:
+        return f"before step {index}"
+    return "after the last step" if index == steps else "in the heal"
+
+
 @dataclass
 class Judgement:
     """The invariants against what the brokers did, per partition and overall."""

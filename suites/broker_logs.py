@@ -209,14 +209,22 @@ def skipped_markers(lines: Iterable[str], topic: str) -> dict[int, str]:
     return found
 
 
-def markers_skipped(cluster: Cluster, topic: str, since: dict[int, int]) -> dict[int, str]:
-    """skipped_markers in every broker's log from its mark in `since` (the coordinator may
-    have moved between brokers)."""
+def broker_lines(cluster: Cluster, since: dict[int, int]) -> dict[int, list[str]]:
+    """Every broker's log lines from its mark in `since`, by broker id: what the
+    transaction coordinator logged, wherever it moved between brokers."""
+    return {
+        b: _lines_from(node, since.get(b, 0))
+        for b, node in sorted(cluster.brokers.items())
+        if node.log_file.is_file()
+    }
+
+
+def markers_skipped(logs: dict[int, list[str]], topic: str) -> dict[int, str]:
+    """skipped_markers in every broker's lines (`broker_lines`), the first broker's first."""
     found: dict[int, str] = {}
-    for b, node in sorted(cluster.brokers.items()):
-        if node.log_file.is_file():
-            for p, line in skipped_markers(_lines_from(node, since.get(b, 0)), topic).items():
-                found.setdefault(p, f"broker {b}'s log: {line}")
+    for b, lines in logs.items():
+        for p, line in skipped_markers(lines, topic).items():
+            found.setdefault(p, f"broker {b}'s log: {line}")
     return found
 
 
@@ -241,12 +249,8 @@ def timeout_rollbacks(lines: Iterable[str], transactional_id: str) -> list[float
     return found
 
 
-def rolled_back_at_timeout(
-    cluster: Cluster, transactional_id: str, since: dict[int, int]
-) -> list[float]:
-    """timeout_rollbacks in every broker's log from its mark in `since`, in time order."""
-    found: list[float] = []
-    for b, node in sorted(cluster.brokers.items()):
-        if node.log_file.is_file():
-            found += timeout_rollbacks(_lines_from(node, since.get(b, 0)), transactional_id)
-    return sorted(found)
+def rolled_back_at_timeout(logs: dict[int, list[str]], transactional_id: str) -> list[float]:
+    """timeout_rollbacks in every broker's lines (`broker_lines`), in time order."""
+    return sorted(
+        at for lines in logs.values() for at in timeout_rollbacks(lines, transactional_id)
+    )

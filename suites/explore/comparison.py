@@ -14,7 +14,7 @@ from typing import Any
 from checkers.protocol import Protocol
 from checkers.simulate import Prediction, SimOptions, checkpoint_variants, simulate
 from runrecord.power import CUT
-from runrecord.replay import DONE, Comparison, Judgement, StepResult
+from runrecord.replay import DONE, Comparison, Judgement, StepResult, placement
 from runrecord.schedule import Schedule
 from suites.explore.actions import PowerCut
 from suites.explore.judge import SCHEDULE_PARTITION
@@ -91,7 +91,7 @@ def compare(
             found = ", ".join(f"broker {b} at step {i}" for i, b in coordinator_at)
             said.append(f"given the transaction coordinator the run found ({found})")
         if timeout_aborts:
-            at = ", ".join(_before(i, len(real)) for i in timeout_aborts)
+            at = ", ".join(placement(i, len(real)) for i in timeout_aborts)
             said.append(f"given where the coordinator aborted at the transaction timeout ({at})")
         if prediction.clock_used:
             said.append("given how long the steps took on the brokers")
@@ -175,10 +175,3 @@ def _agreeing_condition(
                 f"{steps}{also}: {variant.summary()}"
             )
     return None
-
-
-def _before(index: int, steps: int) -> str:
-    """Where `runrecord.replay.placed_before` put a moment, in words."""
-    if index < steps:
-        return f"before step {index}"
-    return "after the last step" if index == steps else "in the heal"

@@ -38,6 +38,7 @@ from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
 from runrecord.schedule_expect import expected_symptom
 from runrecord.typed import to_json
 from suites.broker_logs import (
+    broker_lines,
     fetcher_dies,
     log_mark,
     markers_skipped,
@@ -355,14 +356,13 @@ def _body(
         )
     timeline.phase("check")
     copy_evidence(cluster, topic, ctx.run, node_marks)
-    if txn_steps.uses_transactions(schedule):
+    transactional = txn_steps.uses_transactions(schedule)
+    if transactional:
         result.txns_judged_ms = int(time.time() * 1000)  # run.json keeps it, for the audit
-    skipped = markers_skipped(cluster, topic, marks) if stable else {}
-    rollbacks = (
-        rolled_back_at_timeout(cluster, live.txn.id, marks)
-        if txn_steps.uses_transactions(schedule)
-        else []
-    )
+    # What the coordinators logged, read once for both questions asked of it.
+    logs = broker_lines(cluster, marks) if stable or transactional else {}
+    skipped = markers_skipped(logs, topic) if stable else {}
+    rollbacks = rolled_back_at_timeout(logs, live.txn.id) if transactional else []
     observed = observe(
         ctx,
         topic,

@@ -32,6 +32,7 @@ from runrecord.replay import (
     UNJUDGED,
     StepResult,
     placed_before,
+    placement,
 )
 from suites.broker_logs import same_offset_resets, skipped_markers, timeout_rollbacks
 from suites.explore.invariants import leader_lacks_its_epoch
@@ -378,3 +379,8 @@ def test_the_coordinators_aborts_at_the_timeout_are_placed_among_the_steps() -> 
     assert placed_before(1795903268.0, steps) == 12  # before the kill took effect
     assert placed_before(1795903278.0, steps) == 14  # after the last step's, inside it
     assert placed_before(1795903290.0, steps) == 15  # in the heal
+    assert [placement(i, 14) for i in (13, 14, 15)] == [
+        "before step 13",
+        "after the last step",
+        "in the heal",
+    ]
