@@ -454,10 +454,13 @@ def progress_line(e: ScheduleEntry, budget: int | None) -> str:
     skipped = f", {e.skipped} skipped" if e.skipped else ""
     fresh = f"  [fresh cluster: {e.fresh_cluster}]" if e.fresh_cluster else ""
     where = f"  on {e.cluster}" if e.cluster else ""
-    return (
+    line = (
         f"[{e.number}{of}] {e.steps} steps{skipped}  {verdict}  {model}  {e.seconds:.0f}s"
         f"{where}{fresh}"
     )
+    if e.outcome == Outcome.SETUP_FAILED:
+        return f"{line}\n    {e.summary}"
+    return line
 
 
 def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:

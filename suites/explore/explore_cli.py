@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fixtures.cleanup import Terminated, install_handlers
+from fixtures.crashfs import unavailable
 from fixtures.disks import check_model
 from fixtures.errors import SetupError
 from fixtures.releases import Release, resolve
@@ -339,3 +340,6 @@ def check_jbod(release: Release, mode: str) -> None:
         raise SetupError(f"--jbod: Kafka {release} cannot move replicas between log dirs (1.1+)")
     if mode == "kraft" and not release.at_least(3, 7):
         raise SetupError(f"--jbod: KRaft serves JBOD from 3.7 (KIP-858), not {release}")
+    # Checked here, once: each schedule would otherwise end setup-failed on the same cause.
+    if missing := unavailable():
+        raise SetupError(f"--jbod puts every log dir on a crash-simulating filesystem: {missing}")

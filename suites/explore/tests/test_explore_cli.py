@@ -116,6 +116,8 @@ def test_progress_and_summary_lines() -> None:
     assert line == "[3/40] 9 steps, 1 skipped  diverged  model agrees (diverged)  41s"
     line = progress_line(entry(4, None, "stuck", False), None)
     assert line == "[4] 9 steps, 1 skipped  held  model DISAGREES (stuck)  41s"
+    failed = replace(entry(5, None, None, None), outcome=Outcome.SETUP_FAILED, summary="no disk")
+    assert progress_line(failed, 40).endswith("setup-failed  model: no finding  41s\n    no disk")
     record = ExploreRecord("1.1.1", "zk", 1, True, True, 40, None, time.time(), "logfork explore")
     record.schedules = [entry(1, "diverged", "diverged", True), entry(2, None, "stuck", False)]
     lines = summary_lines(record, 120.0)
@@ -165,3 +167,16 @@ def test_the_explore_index_page(tmp_path: Path) -> None:
     assert json.dumps(str(minimal))[1:-1] in page  # the replay command
     assert "yes, in 2 of its 5 runs" in page  # a race the replay meets only sometimes
     assert "<script" not in page
+
+
+def test_jbod_without_crash_mounts_stops_before_any_schedule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOGFORK_CRASHFS", str(tmp_path / "no-such-binary"))
+    args = ["explore", "--kafka-version", "4.3.1", "--kafka-mode", "kraft", "--jbod"]
+    code = cli.main([*args, "--seed", "1", "--budget", "1", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--jbod puts every log dir on a crash-simulating filesystem" in err
+    assert "no-such-binary" in err and "Traceback" not in err
+    assert not (tmp_path / "x").exists()  # nothing started
