@@ -299,8 +299,16 @@ class Explorer:
 
         prescreen = screen if foreseen else None
         budget = self.options.shrink_runs
+        tried: dict[str, str] = {}  # every verdict, across the shrinks below
         result = shrink(
-            start, real, budget=budget, confirm=2, prescreen=prescreen, seen=seen, more_runners=more
+            start,
+            real,
+            budget=budget,
+            confirm=2,
+            prescreen=prescreen,
+            seen=seen,
+            more_runners=more,
+            tried=tried,
         )
         spent, left = result.runs, budget - result.runs
         if not result.reproducible and start is not schedule and left >= 2:
@@ -310,7 +318,13 @@ class Explorer:
             # gives one only to a candidate that failed, then passed.
             self.say("  the brokers did not confirm the model's minimal: running it again")
             result = shrink(
-                start, real, budget=left, confirm=2, prescreen=prescreen, more_runners=more
+                start,
+                real,
+                budget=left,
+                confirm=2,
+                prescreen=prescreen,
+                more_runners=more,
+                tried=tried,
             )
             result.runs += spent
         if not result.reproducible and start is not schedule:
@@ -323,6 +337,7 @@ class Explorer:
                 prescreen=prescreen,
                 seen=failure,
                 more_runners=more,
+                tried=tried,
             )
         found = self.finding(k, entry, result, last_failing.get(_key(result.minimal)))
         runs = tally.get(_key(result.minimal), [])

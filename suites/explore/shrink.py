@@ -108,6 +108,7 @@ class _Shrinker:
         confirm: int,
         same_failure: bool,
         prescreen: Callable[[Schedule], str | None] | None = None,
+        tried: dict[str, str] | None = None,
     ) -> None:
         self.runners = list(runners)
         self.prescreen = prescreen
@@ -116,7 +117,7 @@ class _Shrinker:
         self.same_failure = same_failure
         self.runs = 0
         self.attempts: list[Attempt] = []
-        self.tried: dict[str, str] = {}
+        self.tried: dict[str, str] = {} if tried is None else tried
         self.retried: set[str] = set()
         self.failure: str | None = None
         # The candidate taken last. Every pass takes a failing candidate as its new current
@@ -281,6 +282,7 @@ def shrink(
     prescreen: Callable[[Schedule], str | None] | None = None,
     seen: str | None = None,
     more_runners: Sequence[Runner] = (),
+    tried: dict[str, str] | None = None,
 ) -> ShrinkResult:
     """Shrink `schedule` against `runner` within `budget` runs. The minimal schedule keeps
     the original's seed; its origin says where it came from. `prescreen` (the protocol
@@ -289,8 +291,11 @@ def shrink(
     already showed (explore's own), which counts as its first confirming run.
     `more_runners`: runners beside `runner` (clusters of their own), so that candidates run
     several at once (`_Shrinker.first`); the minimal is the one a single runner would reach
-    where the runs come out the same."""
-    s = _Shrinker([runner, *more_runners], budget, confirm, same_failure, prescreen)
+    where the runs come out the same. `tried`: the verdicts of earlier shrinks of the same
+    finding, by schedule, shared and added to, so that a schedule that passed in one is not
+    taken in the next on two lucky runs (a candidate that is only sometimes failing is a race
+    the minimal must not hide)."""
+    s = _Shrinker([runner, *more_runners], budget, confirm, same_failure, prescreen, tried)
     result = ShrinkResult(schedule, schedule, None, False)
     first = Attempt(1, "the original", len(schedule.steps), [], PASSING, schedule)
     s.attempts.append(first)
@@ -310,6 +315,8 @@ def shrink(
         pass
     if first.verdict != FAILING:
         first.verdict = FLAKY if any(first.runs) else PASSING
+        # A later shrink may meet it as a candidate: it had its chance (not retried).
+        s.tried[_key(schedule)] = PASSING
         return _finish(result, s, reproducible=False)
     s.tried[_key(schedule)] = FAILING
     s.smallest = current = schedule

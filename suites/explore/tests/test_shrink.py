@@ -316,3 +316,23 @@ def test_the_batch_never_spends_more_than_the_budget() -> None:
     result = shrink(PADDED, counting, budget=15, more_runners=[counting, counting])
     assert result.exhausted and result.runs == len(calls) <= 15
     assert TRUTH(result.minimal) == "diverged"
+
+
+def test_a_schedule_that_passed_in_an_earlier_shrink_is_not_taken_later() -> None:
+    # The race explore met on 4.4.0: the model's minimal passed when run first, then a
+    # shrink from the original reached it and two lucky runs would have taken it.
+    # The shrinker's first candidate from PADDED: its last 9 steps (run when nothing is known).
+    minimal = validate(Schedule(PADDED.cluster, seed=5, steps=PADDED.steps[8:]))
+    tried: dict[str, str] = {}
+    first = shrink(minimal, lambda s: None, budget=10, tried=tried)
+    assert not first.reproducible
+    calls: list[Schedule] = []
+
+    def fails(schedule: Schedule) -> str | None:
+        calls.append(schedule)
+        return "diverged"  # every schedule fails from now on, the minimal too
+
+    again = shrink(PADDED, fails, budget=400, seen="diverged", tried=tried)
+    assert again.reproducible
+    assert all(s.steps != minimal.steps for s in calls)  # never run again, never taken
+    assert again.minimal.steps != minimal.steps
