@@ -124,10 +124,6 @@ class SlowLinks(Reassignments):
             )
         super()._stop(b, clean=clean)
 
-    def _cannot(self, why: str) -> None:
-        if why not in self.cannot_predict:
-            self.cannot_predict.append(why)
-
     # -- a filler, and the response it holds back -------------------------------------------
 
     def filler_written(self, kb: int | None, targets: dict[str, Any]) -> None:

@@ -48,7 +48,7 @@ from typing import Any
 from checkers.simulate.replication import Replication
 from checkers.simulate.state import LEADER, STOPPED, SimBatch
 from runrecord.outcome import hang_cause as cause_of_hang
-from runrecord.schedule import Role, TxnAbort, TxnCommit, TxnWrite
+from runrecord.schedule import QUORUM, Role, TxnAbort, TxnCommit, TxnWrite
 from runrecord.schedule_roles import Skip
 
 # The schedule's transactional producer's transaction.timeout.ms, as a run sets it: past it
@@ -113,6 +113,9 @@ class Transactions(Replication):
         self.late_ended = 0  # late EndTxns that ended a transaction the producer had open
         self.cannot_predict: list[str] = []  # why the model cannot predict the schedule
         self.clock_used = False  # the run's clock decided a timeout
+        # The broker the producer takes for its coordinator (`_follow_coordinator`).
+        self.coordinating: int | None = None
+        self.coordinator_told = False  # ... as a run told it (SimOptions.coordinator_at)
 
     def pending_markers(self) -> list[Marker]:
         return [m for m in self.markers if not m.done]
@@ -242,6 +245,7 @@ class Transactions(Replication):
         """What the wall clock did before a step began: a coordinator's request that timed
         out meanwhile (`_held_by_zombie`) is sent again ahead of the step, and a transaction
         past its timeout is aborted."""
+        self._follow_coordinator()
         clocked = self.txn is not None and bool(self.options.step_seconds)
         if clocked:
             self._time_out_transactions()
@@ -256,6 +260,13 @@ class Transactions(Replication):
             if self._held_by_zombie(m):
                 break
             if self.ctl.leader is None and self.skips_leaderless:
+                if (zombie := self._stale_coordinator()) is not None:
+                    self._cannot(
+                        f"the coordinator may be broker {zombie}, cut off from the quorum: its "
+                        "own stale metadata, not the controller's, decides whether it finds "
+                        "the partition's leader or skips the marker"
+                    )
+                    break
                 # TransactionMarkerChannelManager.addTxnMarkersToBrokerQueue takes a partition
                 # the metadata cache gives no leader for as deleted: it drops the marker and
                 # completes the transaction (KAFKA-20734; 4.2.2 queued it until a leader came).
@@ -290,6 +301,36 @@ class Transactions(Replication):
             )
             changed = True
         return changed
+
+    def _follow_coordinator(self) -> None:
+        """Before a step: the broker the producer's coordinator is, as far as the model can
+        follow it. A run tells it at a step naming it (SimOptions.coordinator_at). One that
+        stopped, or is fenced while it reaches the quorum, gives way to the model's guess (a
+        new leader of the coordinator's log). One cut off from the quorum stays: it still
+        leads that log in its own metadata and answers the producer, which keeps the
+        coordinator it found (seen on 4.3.1: broker 4, cut off, logged 'Creating new marker
+        queue map to destination broker 4' for the abort, its own stale leader)."""
+        if self.cluster.mode != "kraft" or self._stale_coordinator() is not None:
+            return
+        told = dict(self.options.coordinator_at).get(self._step)
+        if told is not None:
+            self.coordinating, self.coordinator_told = told, True
+            return
+        c = self.coordinating
+        if c is None or not self.alive(c) or (not self.registered(c) and self.can_talk(c, QUORUM)):
+            self.coordinating, self.coordinator_told = self.coordinator(), False
+
+    def _stale_coordinator(self) -> int | None:
+        """The coordinator a run told the model of, when it runs cut off from the quorum
+        (its metadata is stale). A guessed one is not enough to doubt the controller's view."""
+        c = self.coordinating
+        if c is None or not self.coordinator_told or not self.alive(c):
+            return None
+        return None if self.can_talk(c, QUORUM) else c
+
+    def _cannot(self, why: str) -> None:
+        if why not in self.cannot_predict:
+            self.cannot_predict.append(why)
 
     def _held_by_zombie(self, m: Marker) -> bool:
         """The coordinator waits for the broker it sent the marker to, which still believes

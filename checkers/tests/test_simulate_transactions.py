@@ -229,6 +229,19 @@ def test_a_kraft_coordinator_skips_the_marker_of_a_partition_without_a_leader() 
     assert simulate(Schedule(zk, steps=OFFLINE_COMMIT), "3.9.2").failure() is None
 
 
+def test_a_coordinator_cut_off_from_the_quorum_decides_on_its_own_stale_metadata() -> None:
+    # Explore's schedule 18 on 4.3.1: the producer's coordinator (broker 1, as the run told
+    # at the write) was cut off from the quorum, still led the partition in its own
+    # metadata, and wrote the marker there; the controller's view had no leader.
+    steps = (TxnWrite(3), ExpireSession(1), Kill(C, "SIGTERM"), Kill(B, "SIGTERM"), TxnCommit())
+    told = simulate(Schedule(kraft(False), steps=steps), "4.3.1", options=SimOptions(
+        coordinator_at=((0, 1),)))  # fmt: skip
+    assert told.unpredictable and "broker 1, cut off from the quorum" in told.unpredictable[0]
+    # A coordinator the model only guesses does not make it doubt the controller's view.
+    guessed = simulate(Schedule(kraft(False), steps=steps), "4.3.1")
+    assert not guessed.unpredictable and guessed.failure() == HANGING
+
+
 def test_the_model_names_why_a_transaction_hangs() -> None:
     # Two bugs, one symptom: explore shrinks each apart (runrecord.outcome.finding_key).
     skipped = simulate(Schedule(kraft(False), steps=OFFLINE_COMMIT), "4.3.1")

@@ -242,11 +242,20 @@ class Live:
         Unserved when there is none."""
         self._coordinator = None
         if not kinds.names_coordinator(step):
+            # A transactional step talks to the coordinator: the model follows who it was
+            # (a broker cut off from the quorum later stays the producer's coordinator).
+            if isinstance(step, kinds.TxnWrite | kinds.TxnEnd):
+                self._tell_coordinator(index, txn_steps.coordinator(self.cluster))
             return
         self._coordinator = txn_steps.coordinator(self.cluster)
         if self._coordinator is None:  # the model would guess one: it is told to skip
             raise Unserved("no transaction coordinator: its log has no leader (or none yet)")
-        self.coordinators.append((index, self._coordinator))
+        self._tell_coordinator(index, self._coordinator)
+
+    def _tell_coordinator(self, index: int, coordinator: int | None) -> None:
+        if coordinator is None:
+            return
+        self.coordinators.append((index, coordinator))
         if self.sim is not None:
             told = tuple(self.coordinators)
             self.sim.options = dataclasses.replace(self.sim.options, coordinator_at=told)

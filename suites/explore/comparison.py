@@ -47,6 +47,8 @@ def compare(
     `timeout_aborts`: where among the steps the coordinator logged aborting a transaction
     at its timeout (`SimOptions.timeout_aborts`), which the steps' durations cannot place."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
+    # A finding the model does not follow is set aside: the model answers for the rest.
+    beside = judgement.modelled.get(SCHEDULE_PARTITION, actual)
     rules = prediction.followed
     told = tuple(
         (c.step, c.ends[SCHEDULE_PARTITION][1])
@@ -101,7 +103,14 @@ def compare(
         for r, m in zip(real, model, strict=False)
         if (r.status == "skipped") != (m.status == "skipped")
     ]
-    comparison = Comparison(predicted, actual, predicted == actual, prediction.summary(), differ)
+    comparison = Comparison(predicted, actual, predicted == beside, prediction.summary(), differ)
+    aside = []
+    if beside != actual:
+        rest = f"{beside} besides" if beside else "nothing else"
+        if comparison.agree:
+            said.append(f"{actual} set aside, which it does not follow; the brokers showed {rest}")
+        else:
+            aside.append(f"the brokers showed {actual}, which it does not follow, and {rest}")
     comparison.told = "; ".join(said)
     # A transactional write the client timed out on where the model's was acknowledged may
     # or may not have reached the log: the client routes by its own metadata (to a zombie
@@ -125,10 +134,11 @@ def compare(
             *unacked,
             *unknown,
             *prediction.unpredictable,
+            *aside,
         ]
     )
     if not comparison.agree and schedule is not None and not comparison.unpredictable:
-        condition = _agreeing_condition(schedule, rules, actual, seen)
+        condition = _agreeing_condition(schedule, rules, beside, seen)
         if condition is not None:
             comparison.agree, comparison.agreed_if = True, condition
     return comparison

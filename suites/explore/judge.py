@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checkers.protocol import RecoveryState
@@ -86,6 +86,15 @@ from runrecord.replay import (
 
 SCHEDULE_PARTITION = 0  # the partition the schedule's steps write to; the model's
 BACKGROUND_PARTITION = 1  # the background workload's
+
+# Findings in a broker's or controller's own code (a log-dir move, a reassignment's
+# cleanup, the metadata log, the fetcher's reset) that the replication model does not
+# follow, so it never predicts them: the model is compared with what the brokers showed
+# besides (`beside_model`), never counted wrong for them.
+BESIDE_MODEL = (
+    RECREATED, EPOCH_CACHE_LOST, LEFT_BEHIND, FETCH_LOOP, METADATA_DIVERGED, EPOCH_REGRESSION,
+    FENCED_LEADER,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -329,6 +338,20 @@ def judge_partition(
     return None, said, rule if excused else None
 
 
+def beside_model(seen: Observed) -> Observed:
+    """What the run observed, without the findings of `BESIDE_MODEL`."""
+    return replace(
+        seen,
+        recreated=[],
+        epoch_cache_lost=None,
+        left_behind={},
+        fetch_loops={},
+        metadata_diverged=None,
+        epoch_regressions=[],
+        fenced_leaders=[],
+    )
+
+
 def hang_cause(seen: Observed) -> str:
     """Why the partition's transaction hangs, as far as the run can tell
     (runrecord.outcome.hang_cause): a coordinator logged skipping its marker (KAFKA-20734),
@@ -354,6 +377,16 @@ def judge(
         kinds[p], lines[p], rules[p] = judge_partition(
             seen, release=release, mode=mode, unclean_enabled=unclean_enabled
         )
+    modelled = {
+        p: judge_partition(
+            beside_model(partitions[p]),
+            release=release,
+            mode=mode,
+            unclean_enabled=unclean_enabled,
+        )[0]
+        for p in kinds
+        if kinds[p] in BESIDE_MODEL
+    }
     evidence: dict[str, Any] = {"partitions": {str(p): _evidence(s) for p, s in partitions.items()}}
     if exited:
         evidence["exited"] = {str(b): why for b, why in exited.items()}
@@ -370,6 +403,7 @@ def judge(
                 evidence,
                 kinds,
                 cause=cause,
+                modelled=modelled,
             )
     rule = next((r for r in rules.values() if r), None)
     summary = "; ".join(f"partition {p}: {lines[p]}" for p in sorted(lines))
@@ -377,7 +411,7 @@ def judge(
                          if kinds[p] == UNJUDGED)  # fmt: skip
     if unjudged:
         summary = f"not reached: {unjudged}"
-    return Judgement(None, summary, None, rule, evidence, kinds, unjudged)
+    return Judgement(None, summary, None, rule, evidence, kinds, unjudged, modelled=modelled)
 
 
 def _evidence(seen: Observed) -> dict[str, Any]:

@@ -3,6 +3,8 @@ acks=all loss under the rules for unclean elections and power loss (KIP-966)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from checkers.abstract import from_spec
 from checkers.lineage import Lineage
 from checkers.protocol import RecoveryState
@@ -218,6 +220,12 @@ def test_an_epoch_cache_that_lost_an_epoch_comes_before_the_loop() -> None:
     assert (j.failure, j.partition) == (EPOCH_CACHE_LOST, 0)
     assert said in j.summary
     assert observed_symptom(j).kind == EPOCH_CACHE_LOST
+    # The model follows neither: beside them, it is answerable for a hang only.
+    assert j.modelled == {0: None}
+    hung = replace(seen, hanging=[3], stable_stuck=True)
+    assert judge({0: hung, 1: clean()}, unclean_enabled=False, **KRAFT_43).modelled == {0: HANGING}
+    alone = judge({0: clean(hanging=[3]), 1: clean()}, unclean_enabled=False, **KRAFT_43)
+    assert alone.modelled == {}
 
 
 def test_a_leader_epoch_cache_is_judged_against_the_epoch_it_leads_in() -> None:

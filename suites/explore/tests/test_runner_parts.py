@@ -35,6 +35,23 @@ def test_the_model_beside_the_brokers() -> None:
     assert compare(simulate(schedule, "2.8.2"), background, [], []).agree
 
 
+def test_a_finding_the_model_does_not_follow_is_set_aside() -> None:
+    # 4.3.1 with --jbod: a swap between log dirs lost an epoch (KAFKA-20961), which the
+    # model never predicts; it is answerable for what the brokers showed besides.
+    schedule = load_schedule(EXAMPLE)
+    prediction = simulate(schedule, "1.1.1")  # diverged
+    lost = "epoch-cache-lost"
+    besides = Judgement(lost, "p0", 0, partitions={0: lost}, modelled={0: "diverged"})
+    c = compare(prediction, besides, [], [])
+    assert (c.actual, c.agree, c.unpredictable) == (lost, True, "")
+    assert f"{lost} set aside, which it does not follow" in c.told
+    alone = Judgement(lost, "p0", 0, partitions={0: lost}, modelled={0: None})
+    c = compare(prediction, alone, [], [])
+    assert not c.agree  # counted apart, never as agreement
+    said = f"the brokers showed {lost}, which it does not follow, and nothing else"
+    assert c.unpredictable == said
+
+
 # Cut down by the model from explore's schedule 7 on 1.1.1 (seed 1, --unclean), where the
 # brokers diverged at offset 0 and the model had broker 1 stuck. The steps between the
 # 6 s wait and the SIGKILL took 5.3 s, longer than the 5 s checkpoint interval: broker 1
