@@ -90,7 +90,10 @@ def compare(
                 f"given the steps the run skipped for what the model does not follow ({steps})"
             )
         if coordinator_at:
-            found = ", ".join(f"broker {b} at step {i}" for i, b in coordinator_at)
+            # Each change only: a run tells it at every transactional step.
+            changes = [(i, b) for k, (i, b) in enumerate(coordinator_at)
+                       if k == 0 or coordinator_at[k - 1][1] != b]  # fmt: skip
+            found = ", ".join(f"broker {b} at step {i}" for i, b in changes)
             said.append(f"given the transaction coordinator the run found ({found})")
         if timeout_aborts:
             at = ", ".join(placement(i, len(real)) for i in timeout_aborts)
