@@ -157,16 +157,21 @@ NO_ALTER_PARTITION = (
 
 
 def cannot_use_log_dir(
-    broker: int, view: View, running: str | None, *, failing: bool
+    broker: int, view: View, running: str | None, *, failing: bool, quorum: bool = True
 ) -> str | None:
     """Why a move-dir step (`failing` False) or a fail-dir step (True) cannot act on the
-    broker's replica, or None. `running`: why it does not run (None: it does). A ZooKeeper-
-    mode controller's session, and its role, outlive a failed dir, which the model would
-    hand on: fail-dir leaves it alone."""
+    broker's replica, or None. `running`: why it does not run (None: it does); `quorum`:
+    whether it reaches a KRaft controller quorum that has a leader. A ZooKeeper-mode
+    controller's session, and its role, outlive a failed dir, which the model would hand
+    on: fail-dir leaves it alone. A move sets or lifts the broker's move throttle, a
+    dynamic broker config that a KRaft broker forwards to the controller (KIP-590): one
+    cut off from the quorum cannot."""
     if broker not in view.assignment:
         return f"broker {broker} holds no replica"
     if failing and view.mode == "zk" and broker == view.controller:
         return f"broker {broker} is the controller"
+    if running is None and not failing and view.mode == "kraft" and not quorum:
+        return f"broker {broker} cannot reach the controller quorum to set its move throttle"
     return running
 
 

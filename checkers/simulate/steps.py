@@ -395,10 +395,11 @@ class Simulator(SlowLinks):
         return {"broker": b}
 
     def _log_dir_target(self, target: Endpoint, failing: bool, what: str) -> int:
-        running, view = self._status_is(RUNNING), self.view()
-        return self._pick(
-            target, lambda b: cannot_use_log_dir(b, view, running(b), failing=failing), what
+        running, view, up = self._status_is(RUNNING), self.view(), self.can_talk
+        why = lambda b: cannot_use_log_dir(  # noqa: E731
+            b, view, running(b), failing=failing, quorum=up(b, QUORUM)
         )
+        return self._pick(target, why, what)
 
     def _do_movedir(self, step: MoveDir) -> dict[str, Any]:
         b = self._log_dir_target(step.target, False, "move the replica of")

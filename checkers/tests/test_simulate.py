@@ -820,6 +820,16 @@ def test_a_move_between_log_dirs_changes_nothing_the_model_keeps() -> None:
     assert "step 1: broker 1's replica moved to its other log dir (swapped in)" in moved.events
 
 
+def test_a_move_needs_its_broker_to_reach_the_controller_quorum() -> None:
+    # 3.9.2, explore: the move's throttle, a dynamic broker config, is forwarded to the
+    # controller (KIP-590); a broker cut off from the quorum timed the request out.
+    sim = Simulator(JBOD, DIVERGING)
+    records = [sim.apply(s) for s in (Cut(B, QUORUM), MoveDir(B, throttle=True), Heal())]
+    assert records[1].status == "skipped"
+    assert records[1].note.endswith("cannot reach the controller quorum to set its move throttle")
+    assert sim.apply(MoveDir(B)).status == "done"
+
+
 def test_a_failed_log_dir_takes_the_replica_offline_until_its_broker_restarts() -> None:
     steps = (Produce(3), FailDir(Role.LEADER), Produce(2), Kill(A), Restart(A), Produce(1))
     sim = Simulator(JBOD, DIVERGING)

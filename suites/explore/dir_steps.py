@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from checkers.checkpoints import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
 from checkers.errors import LogReadError
-from faults import disk, moves
+from faults import disk, moves, network
 from fixtures.cluster import Cluster
 from fixtures.config import log_dir_path
 from fixtures.errors import NotReached
@@ -20,7 +20,9 @@ from observe.log_dirs import log_dir_states
 from observe.state import PartitionState
 from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
+from runrecord.schedule import QUORUM
 from runrecord.schedule_roles import View
+from suites.explore.quorum import majority_up
 
 
 @dataclass(frozen=True)
@@ -42,21 +44,24 @@ class Runner(Protocol):
     exited: dict[int, str]
     epochs_lost: dict[int, str]
     dir_throttled: set[int]
+    voter_cuts: dict[str, network.Cut]
 
     def view(self) -> View: ...
     def state(self) -> PartitionState: ...
     def node(self, broker: int) -> Node: ...
     def _running(self, b: Any) -> str | None: ...
+    def linked(self, a: Any, b: Any) -> bool: ...
 
 
 def _target(run: Runner, target: kinds.Target, failing: bool, what: str) -> int:
     view = run.view()
-    return roles.pick(
-        target,
-        view,
-        lambda b: roles.cannot_use_log_dir(b, view, run._running(b), failing=failing),
-        what,
-    )
+    up = majority_up(run.cluster, run.voter_cuts)
+
+    def cannot(b: int) -> str | None:
+        quorum = up and run.linked(b, QUORUM)
+        return roles.cannot_use_log_dir(b, view, run._running(b), failing=failing, quorum=quorum)
+
+    return roles.pick(target, view, cannot, what)
 
 
 def move(run: Runner, step: kinds.MoveDir) -> tuple[dict[str, Any], float]:

@@ -36,6 +36,7 @@ from suites.explore.explore import (
     draw_options,
     summary_lines,
 )
+from suites.scenario import ScenarioError
 
 HELP = "draw, rank, run and shrink fault schedules on real brokers"
 MAX_PARALLEL = 8
@@ -284,7 +285,9 @@ def main(args: argparse.Namespace) -> int:
                 explorer.run_all(drawing)
             record.searching = round(time.monotonic() - clock, 1)
             explorer.shrink_findings()  # on every bench: candidates run side by side
-        except (KeyboardInterrupt, Terminated):
+        except (KeyboardInterrupt, Terminated, ScenarioError):
+            # Stopped, or a schedule met a logfork bug (its traceback saved, named in the
+            # message raised): what ran so far is kept and said.
             explorer.stop.set()
             for bench in benches:  # no worker starts another cluster
                 bench.close()
