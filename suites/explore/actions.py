@@ -108,8 +108,7 @@ class Live:
         self.results: list[StepResult] = []
         self.exited: dict[int, str] = {}  # brokers that did not come back after the heal
         self.controllers: list[tuple[int, int]] = []  # (step, broker): the controller moved
-        # (step, broker): the transaction coordinator a step naming it found
-        self.coordinators: list[tuple[int, int]] = []
+        self.coordinators: list[tuple[int, int]] = []  # (step, broker): the coordinator seen
         self._coordinator: int | None = None  # the coordinator for the step running
         self.voter_cuts: dict[str, network.Cut] = {}  # KRaft voters cut off from the others
         self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
@@ -390,6 +389,9 @@ class Live:
         up = majority_up(self.cluster, self.voter_cuts)
         if link.expiry is not None and broker.status() == "running" and up:
             link.expiry.heal()
+        elif isinstance(link.cut, network.Cut):
+            a, b = link.a, link.b
+            link.cut.heal(shaped=any(x.kind == "slow" and x.joins(a, b) for x in self.links))
         else:
             link.cut.heal()
         self.links.remove(link)

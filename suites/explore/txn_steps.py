@@ -250,6 +250,23 @@ def _markers_pending(run: Runner, partition: int) -> StableOffsets | None:
     return None
 
 
+def _verifiable(run: Runner, leaders: dict[int, int], joined: set[int]) -> None:
+    """From 3.6 a leader verifies with the coordinator that the transaction holds the
+    partition before it appends the transaction's first batch there (KIP-890 part 1,
+    transaction.partition.verification.enable, on by default; AddPartitionsToTxn v4
+    verifyOnly). A leader cut off from the coordinator appends nothing and the write times
+    out (seen on 3.9.2): Unserved, as the model does not follow the verification."""
+    c = coordinator(run.cluster)
+    if c is None or not run.cluster.release.at_least(3, 6):
+        return
+    for p, b in sorted(leaders.items()):
+        if p not in joined and b != c and not run.linked(b, c):
+            raise Unserved(
+                f"the leader of partition {p}, broker {b}, cannot reach the transaction "
+                f"coordinator, broker {c}, to verify the transaction (KIP-890 part 1)"
+            )
+
+
 def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[str, Any], float]:
     if not run.cluster.release.at_least(0, 11):
         raise Skip("transactions need Kafka 0.11 (KIP-98)")
@@ -272,6 +289,7 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
                     raise Skip(f"{why}: CONCURRENT_TRANSACTIONS")
                 raise Unserved(f"{why}, on partition {p}: CONCURRENT_TRANSACTIONS")
     _coordinator(run, leader, markers=False)
+    _verifiable(run, leaders, set() if not txn.open else txn.spans)
     try:
         began = not txn.open
         producer = txn.begin(run) if began else txn.client(run)
