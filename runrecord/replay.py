@@ -64,6 +64,13 @@ def placed_before(wall: float, steps: list[StepResult]) -> int:
     return len(steps) + 1
 
 
+def inside_a_step(wall: float, steps: list[StepResult]) -> bool:
+    """Whether a moment fell inside a step, once its fault had taken effect and before the
+    step ended (its consequences, an election say, still under way): `placed_before` then
+    names the step after it."""
+    return any(r.began + r.lead <= wall < r.began + r.seconds for r in steps)
+
+
 def placement(index: int, steps: int) -> str:
     """Where `placed_before` put a moment among `steps` steps, in words."""
     if index < steps:

@@ -81,6 +81,9 @@ class SimOptions:
     # of placing the timeout by `step_seconds`, which cannot say where inside a step it
     # fell. Empty: nothing told.
     timeout_aborts: tuple[int, ...] = ()
+    # ... of those, the ones whose moment fell inside the step before, after its fault took
+    # effect (`runrecord.replay.inside_a_step`): the step's own outcome was not yet settled.
+    timeout_aborts_within: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

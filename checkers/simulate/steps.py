@@ -516,7 +516,7 @@ class Simulator(SlowLinks):
         """Heal everything (cuts, pauses, stopped brokers: those the controller has in the
         ISR first, then by broker id), let the replicas converge, and judge."""
         self.catch_up(len(self.records) - 1)
-        self.abort_if_told(len(self.records))
+        self.abort_if_told_at_heal(len(self.records))
         self._step = -1
         self._event("heal: every cut, pause and stopped broker (and voter)")
         was_up = self.quorum_up()

@@ -407,6 +407,11 @@ class Transactions(Replication):
         clock where there is one (`between_steps`), else by the model's time (`advance`).
         A run's coordinator looks for them every ABORT_SCAN_S."""
         if self.options.timeout_aborts:
+            within = self._step + 1 in self.options.timeout_aborts_within
+            if within and self.txn is not None and self.txn.straddled is None:
+                # Told it fell inside this step: followed as at its end where the marker
+                # would go the same (`abort_unplaced`).
+                self.txn.straddled = (self._step, self._marker_target())
             self.abort_if_told(self._step)
             return
         if self.txn is None or not self._coordinator_up():
@@ -430,7 +435,16 @@ class Transactions(Replication):
         timeout: before step `before`'s fault took effect (`SimOptions.timeout_aborts`)."""
         if self.txn is not None and before in self.options.timeout_aborts:
             self.clock_used = True
+            self.abort_unplaced()
             self._abort_at_timeout()
+
+    def abort_if_told_at_heal(self, steps: int) -> None:
+        """As the heal begins, after `steps` steps: an abort told after the last one; one
+        told in the heal, which may bring the partition back, is followed as at its end
+        where the marker would go the same (`abort_unplaced`)."""
+        self.abort_if_told(steps)
+        if self.txn is not None and steps + 1 in self.options.timeout_aborts:
+            self.txn.straddled = (-1, self._marker_target())
 
     def abort_unplaced(self) -> None:
         """The model cannot predict where the coordinator's abort at the timeout went when
@@ -438,9 +452,10 @@ class Transactions(Replication):
         elsewhere than where it goes now: the run's steps do not place wall-clock time."""
         straddled = self.txn.straddled if self.txn is not None else None
         if straddled and straddled[1] != self._marker_target() and not self.cannot_predict:
+            where = f"step {straddled[0]}" if straddled[0] >= 0 else "the heal"
             self.cannot_predict.append(
                 f"the coordinator's abort of transaction {self.txn.id} at its timeout fell "
-                f"inside step {straddled[0]}: wall-clock time, which the run's steps do not place"
+                f"inside {where}: wall-clock time, which the run's steps do not place"
             )
 
     def _coordinator_up(self) -> bool:

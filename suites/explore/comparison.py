@@ -32,6 +32,7 @@ def compare(
     unknown: tuple[str, ...] = (),
     *,
     timeout_aborts: tuple[int, ...] = (),
+    timeout_aborts_within: tuple[int, ...] = (),
 ) -> Comparison:
     """The model's failure kind for the schedule's partition beside the brokers'. With the
     schedule, a disagreement is looked up among the outcomes the model allows where the run
@@ -45,7 +46,8 @@ def compare(
     it found (`coordinator_at`), are told alike. `unknown`: what the run saw that the model
     cannot follow (a held EndTxn whose coordinator had changed when it was released).
     `timeout_aborts`: where among the steps the coordinator logged aborting a transaction
-    at its timeout (`SimOptions.timeout_aborts`), which the steps' durations cannot place."""
+    at its timeout (`SimOptions.timeout_aborts`), which the steps' durations cannot place;
+    `timeout_aborts_within`: those that fell inside the step before."""
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
     # A finding the model does not follow is set aside: the model answers for the rest.
     beside = judgement.modelled.get(SCHEDULE_PARTITION, actual)
@@ -63,6 +65,7 @@ def compare(
         unserved=unserved,
         coordinator_at=coordinator_at,
         timeout_aborts=timeout_aborts,
+        timeout_aborts_within=timeout_aborts_within,
         step_seconds=tuple(r.seconds for r in real),
         step_lead=tuple(r.lead for r in real),
     )

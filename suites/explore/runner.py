@@ -31,7 +31,7 @@ from observe.stable import StableOffsets
 from observe.state import StateRecorder
 from observe.timeline import Timeline
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair, finding_key
-from runrecord.replay import Comparison, Judgement, StepResult, placed_before
+from runrecord.replay import Comparison, Judgement, StepResult, inside_a_step, placed_before
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
@@ -395,6 +395,9 @@ def _body(
         tuple(live.coordinators),
         (*live.unknown, *live.txn.unknown),
         timeout_aborts=tuple(placed_before(at, result.steps) for at in rollbacks),
+        timeout_aborts_within=tuple(
+            placed_before(at, result.steps) for at in rollbacks if inside_a_step(at, result.steps)
+        ),
     )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict

@@ -33,6 +33,7 @@ from runrecord.replay import (
     TORN,
     UNJUDGED,
     StepResult,
+    inside_a_step,
     placed_before,
     placement,
 )
@@ -387,6 +388,11 @@ def test_the_coordinators_aborts_at_the_timeout_are_placed_among_the_steps() -> 
     assert placed_before(1795903268.0, steps) == 12  # before the kill took effect
     assert placed_before(1795903278.0, steps) == 14  # after the last step's, inside it
     assert placed_before(1795903290.0, steps) == 15  # in the heal
+    # Inside step 12 once its kill took effect (it ended at 275.26): what the kill set off
+    # (an election) may still be under way. Before its effect, or after the step, it is not.
+    assert inside_a_step(at[0], steps)
+    assert not inside_a_step(1795903268.0, steps)
+    assert not inside_a_step(1795903290.0, steps)
     assert [placement(i, 14) for i in (13, 14, 15)] == [
         "before step 13",
         "after the last step",
