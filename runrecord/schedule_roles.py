@@ -119,6 +119,16 @@ def pick(target: Endpoint, view: View, ok: Callable[[Any], str | None], what: st
     raise Skip("; ".join(reasons))
 
 
+def cannot_register(broker: int, linked: Callable[[Any, Any], bool]) -> str | None:
+    """Why a broker started now (a restart, or a kill's restart at once) could not register,
+    or None: cut off from the quorum, a KRaft broker gives up after
+    initial.broker.registration.timeout.ms (60 s) and exits (seen on 4.4.0), and a
+    ZooKeeper-mode one once zookeeper.connection.timeout.ms passes."""
+    if not linked(broker, QUORUM):
+        return f"broker {broker} is cut off from the quorum: started, it could not register"
+    return None
+
+
 def cannot_shut_down(
     broker: int, controller: int | None, linked: Callable[[Any, Any], bool]
 ) -> str | None:

@@ -58,6 +58,7 @@ from runrecord.schedule_roles import (
     View,
     candidates,
     cannot_hold_alter_partition,
+    cannot_register,
     cannot_shut_down,
     cannot_use_log_dir,
     pick,
@@ -338,7 +339,7 @@ class Simulator(SlowLinks):
         def ok(b: Any) -> str | None:
             if running(b) is None and step.signal == "SIGTERM":
                 return cannot_shut_down(b, self._controller_broker(), self.linked)
-            return running(b)
+            return running(b) or (cannot_register(b, self.linked) if step.restart else None)
 
         b = self._pick(step.target, ok, "kill")
         if step.signal == "SIGTERM":
@@ -369,11 +370,7 @@ class Simulator(SlowLinks):
         stopped = self._status_is(STOPPED)
 
         def ok(b: Any) -> str | None:
-            # A broker cut off from the quorum could not register (a ZooKeeper-mode broker
-            # gives up starting once zookeeper.connection.timeout.ms passes).
-            if stopped(b) is None and not self.linked(b, QUORUM):
-                return f"broker {b} is stopped but cut off from the quorum"
-            return stopped(b)
+            return stopped(b) or cannot_register(b, self.linked)
 
         b = self._pick(step.target, ok, "restart")
         self._start(b)

@@ -441,7 +441,8 @@ class Live:
         def ok(b: Any) -> str | None:
             if step.signal == "SIGTERM" and self.alive(b):
                 return roles.cannot_shut_down(b, view.controller, self.linked)
-            return self._running(b)
+            restart = roles.cannot_register(b, self.linked) if step.restart else None
+            return self._running(b) or restart
 
         b = roles.pick(step.target, view, ok, "kill")
         if step.restart:
@@ -487,9 +488,7 @@ class Live:
         def ok(b: Any) -> str | None:
             if self.status(b) != "stopped":
                 return self.describe(b)
-            if not self.linked(b, QUORUM):
-                return f"broker {b} is stopped but cut off from the quorum"
-            return None
+            return roles.cannot_register(b, self.linked)
 
         b = roles.pick(step.target, view, ok, "restart")
         # A ZooKeeper-mode broker learns the cluster's metadata from the controller only.

@@ -11,7 +11,7 @@ import pytest
 from checkers.protocol import Protocol
 from checkers.simulate import simulate
 from fixtures.releases import Release
-from runrecord.outcome import HANGING
+from runrecord.outcome import HANGING, LOST_MARKER
 from runrecord.schedule import (
     QUORUM,
     BrokerConfig,
@@ -220,8 +220,11 @@ def test_guidance_ranks_kafka_20716_first_on_the_newest_release() -> None:
     the ranked plan of `explore --seed 1 --unclean` on 4.4.0 KRaft begins with it."""
     release = Release("4.4.0")
     options = DrawOptions(unclean=True, mode="kraft", protocol=release.protocol)
-    ranked = plan(1, 60, release.protocol, explore_shape(options))
+    # 100 of explore's 400 candidates: 60 did too, before a kill's restart at once of a
+    # broker cut off from the quorum was refused (a seed's search is path-dependent).
+    ranked = plan(1, 100, release.protocol, explore_shape(options))
     assert ranked[0].prediction.failure() == HANGING
+    assert ranked[0].prediction.hang_cause == LOST_MARKER
 
 
 def test_zero_weights_leave_a_kind_out() -> None:
