@@ -24,6 +24,7 @@ from fixtures.errors import NotReached
 from runrecord import schedule_roles as roles
 from runrecord import schedule_steps as kinds
 from runrecord.schedule import Schedule
+from runrecord.schedule_roles import Unserved
 
 if TYPE_CHECKING:
     from suites.explore.actions import Live
@@ -50,7 +51,11 @@ def write_filler(cluster: Cluster, topic: str, kbytes: int, to: int) -> dict[str
     bootstrapped from it alone writes where its metadata says the filler topic's leader is,
     itself where it is a zombie leader, as for the batch (suites.steps.write_batch). It pads
     fetch responses and holds no data anyone judges, so it is in no history; not reached
-    unless it is acknowledged."""
+    unless it is acknowledged. Unserved where the filler topic has no leader: its
+    partition's fate (a power loss took its only ISR member, say) is not the model's."""
+    where = cluster.leader_seen_by(to, filler_topic(topic))
+    if where is None or where < 0:
+        raise Unserved(f"the filler's topic has no leader (broker {to}'s metadata)")
     conf = {**cluster.client_config(only=to), "acks": "1", "linger.ms": 0}
     producer = Producer(conf)
     landed: list[Any] = []
