@@ -253,9 +253,9 @@ class Cut:
     def heal(self, *, shaped: bool = False) -> None:
         """Lift the rules, proven by a handshake from each end; `shaped`: a slow link
         shapes the pair, and the handshake's packets queue behind what it holds back."""
-        patience = SHAPED_PROBE_SECONDS if shaped else PROBE_SECONDS
         if self.healed:
             return
+        patience = SHAPED_PROBE_SECONDS if shaped else PROBE_SECONDS
         self._defer_frozen()
         failed = self._remove_rules()
         if failed:

@@ -362,10 +362,14 @@ class SimState:
         node = self.nodes[b]
         return f"broker {b} is {node.status}" + ("" if node.registered else " without a session")
 
+    def told_coordinator(self) -> int | None:
+        """The transaction coordinator a run told for this step (SimOptions.coordinator_at)."""
+        return dict(self.options.coordinator_at).get(self._step)
+
     def coordinator(self) -> int | None:
         """The transaction coordinator as a run told it for this step (SimOptions), else the
         model's guess."""
-        told = dict(self.options.coordinator_at).get(self._step)
+        told = self.told_coordinator()
         if told is not None:
             return told
         return next(

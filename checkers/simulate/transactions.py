@@ -312,7 +312,7 @@ class Transactions(Replication):
         queue map to destination broker 4' for the abort, its own stale leader)."""
         if self.cluster.mode != "kraft" or self._stale_coordinator() is not None:
             return
-        told = dict(self.options.coordinator_at).get(self._step)
+        told = self.told_coordinator()
         if told is not None:
             self.coordinating, self.coordinator_told = told, True
             return
@@ -407,11 +407,8 @@ class Transactions(Replication):
         clock where there is one (`between_steps`), else by the model's time (`advance`).
         A run's coordinator looks for them every ABORT_SCAN_S."""
         if self.options.timeout_aborts:
-            within = self._step + 1 in self.options.timeout_aborts_within
-            if within and self.txn is not None and self.txn.straddled is None:
-                # Told it fell inside this step: followed as at its end where the marker
-                # would go the same (`abort_unplaced`).
-                self.txn.straddled = (self._step, self._marker_target())
+            if self._step + 1 in self.options.timeout_aborts_within:
+                self._straddle(self._step)  # told it fell inside this step
             self.abort_if_told(self._step)
             return
         if self.txn is None or not self._coordinator_up():
@@ -421,9 +418,8 @@ class Transactions(Replication):
                 self._abort_at_timeout()
             return
         passed = self._wall_passed(self.txn.begun_at, TXN_TIMEOUT_S + ABORT_SCAN_S)
-        if passed is None and self.txn.straddled is None:
-            # Inside this step: followed as at its end where its marker would go the same.
-            self.txn.straddled = (self._step, self._marker_target())
+        if passed is None:
+            self._straddle(self._step)  # inside this step
         if not passed:
             return
         self.clock_used = True
@@ -443,8 +439,15 @@ class Transactions(Replication):
         told in the heal, which may bring the partition back, is followed as at its end
         where the marker would go the same (`abort_unplaced`)."""
         self.abort_if_told(steps)
-        if self.txn is not None and steps + 1 in self.options.timeout_aborts:
-            self.txn.straddled = (-1, self._marker_target())
+        if steps + 1 in self.options.timeout_aborts:
+            self._straddle(-1)
+
+    def _straddle(self, step: int) -> None:
+        """The open transaction's abort at the timeout falls inside `step` (-1: the heal):
+        followed as at its end where the marker would go the same as at its start
+        (`abort_unplaced`)."""
+        if self.txn is not None and self.txn.straddled is None:
+            self.txn.straddled = (step, self._marker_target())
 
     def abort_unplaced(self) -> None:
         """The model cannot predict where the coordinator's abort at the timeout went when

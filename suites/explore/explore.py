@@ -300,16 +300,20 @@ class Explorer:
         prescreen = screen if foreseen else None
         budget = self.options.shrink_runs
         tried: dict[str, str] = {}  # every verdict, across the shrinks below
-        result = shrink(
-            start,
-            real,
-            budget=budget,
-            confirm=2,
-            prescreen=prescreen,
-            seen=seen,
-            more_runners=more,
-            tried=tried,
-        )
+
+        def on_brokers(origin: Schedule, runs: int, shown: str | None) -> ShrinkResult:
+            return shrink(
+                origin,
+                real,
+                budget=runs,
+                confirm=2,
+                prescreen=prescreen,
+                seen=shown,
+                more_runners=more,
+                tried=tried,
+            )
+
+        result = on_brokers(start, budget, seen)
         spent, left = result.runs, budget - result.runs
         if not result.reproducible and start is not schedule and left >= 2:
             # The model predicts its minimal fails and the brokers failed the original: one
@@ -317,28 +321,11 @@ class Explorer:
             # evidence against both, so the minimal gets a second chance; the shrinker
             # gives one only to a candidate that failed, then passed.
             self.say("  the brokers did not confirm the model's minimal: running it again")
-            result = shrink(
-                start,
-                real,
-                budget=left,
-                confirm=2,
-                prescreen=prescreen,
-                more_runners=more,
-                tried=tried,
-            )
+            result = on_brokers(start, left, None)
             result.runs += spent
         if not result.reproducible and start is not schedule:
             self.say("  the brokers did not confirm the model's minimal: shrinking the original")
-            result = shrink(
-                schedule,
-                real,
-                budget=budget,
-                confirm=2,
-                prescreen=prescreen,
-                seen=failure,
-                more_runners=more,
-                tried=tried,
-            )
+            result = on_brokers(schedule, budget, failure)
         found = self.finding(k, entry, result, last_failing.get(_key(result.minimal)))
         runs = tally.get(_key(result.minimal), [])
         found.minimal_runs, found.minimal_failed = len(runs), sum(runs)

@@ -384,6 +384,7 @@ def _body(
         unclean_enabled=shape_topic.unclean_leader_election_enable,
         exited=live.exited,
     )
+    aborts = [(placed_before(t, result.steps), inside_a_step(t, result.steps)) for t in rollbacks]
     comparison = compare(
         prediction,
         judgement,
@@ -394,10 +395,8 @@ def _body(
         tuple(live.power_cuts),
         tuple(live.coordinators),
         (*live.unknown, *live.txn.unknown),
-        timeout_aborts=tuple(placed_before(at, result.steps) for at in rollbacks),
-        timeout_aborts_within=tuple(
-            placed_before(at, result.steps) for at in rollbacks if inside_a_step(at, result.steps)
-        ),
+        timeout_aborts=tuple(at for at, _ in aborts),
+        timeout_aborts_within=tuple(at for at, within in aborts if within),
     )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict

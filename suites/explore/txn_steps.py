@@ -205,16 +205,16 @@ def coordinator(cluster: Cluster) -> int | None:
     return None if state is None or state.leader is None or state.leader < 0 else state.leader
 
 
-def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
+def _coordinator(run: Runner, leader: int, *, markers: bool) -> int | None:
     """Skip unless the coordinator (the leader of the one partition of its log) can answer:
     it runs, and every member of its log's ISR is up and linked to it (it logs each state
     change with acks=all, and a follower cut off stays in the ISR for
     replica.lag.time.max.ms meanwhile). With `markers`, it must also reach the partition's
     leader. Before the first transaction its log does not exist: the first FindCoordinator
-    creates it."""
+    creates it. Returns the coordinator (None: no log yet)."""
     state = coordinator_state(run.cluster)
     if state is None:
-        return
+        return None
     c = state.leader
     if c is None or c < 0:
         raise Unserved(f"the transaction coordinator's log {TXN_STATE_TOPIC}-0 has no leader")
@@ -228,6 +228,7 @@ def _coordinator(run: Runner, leader: int, *, markers: bool) -> None:
             )
     if markers and c != leader and not run.linked(c, leader):
         raise Unserved(f"the transaction coordinator, broker {c}, is cut off from leader {leader}")
+    return c
 
 
 def _markers_pending(run: Runner, partition: int) -> StableOffsets | None:
@@ -250,13 +251,13 @@ def _markers_pending(run: Runner, partition: int) -> StableOffsets | None:
     return None
 
 
-def _verifiable(run: Runner, leaders: dict[int, int], joined: set[int]) -> None:
+def _verifiable(run: Runner, c: int | None, leaders: dict[int, int], joined: set[int]) -> None:
     """From 3.6 a leader verifies with the coordinator that the transaction holds the
     partition before it appends the transaction's first batch there (KIP-890 part 1,
     transaction.partition.verification.enable, on by default; AddPartitionsToTxn v4
     verifyOnly). A leader cut off from the coordinator appends nothing and the write times
-    out (seen on 3.9.2): Unserved, as the model does not follow the verification."""
-    c = coordinator(run.cluster)
+    out (seen on 3.9.2): Unserved, as the model does not follow the verification. `c`: the
+    coordinator (None: its log does not exist yet)."""
     if c is None or not run.cluster.release.at_least(3, 6):
         return
     for p, b in sorted(leaders.items()):
@@ -288,8 +289,8 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
                 if p == 0:
                     raise Skip(f"{why}: CONCURRENT_TRANSACTIONS")
                 raise Unserved(f"{why}, on partition {p}: CONCURRENT_TRANSACTIONS")
-    _coordinator(run, leader, markers=False)
-    _verifiable(run, leaders, set() if not txn.open else txn.spans)
+    c = _coordinator(run, leader, markers=False)
+    _verifiable(run, c, leaders, set() if not txn.open else txn.spans)
     try:
         began = not txn.open
         producer = txn.begin(run) if began else txn.client(run)
