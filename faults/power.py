@@ -120,20 +120,28 @@ def power_loss(
             raise ValueError(f"the {model} model decides what is lost: no cut_at or lose")
         return _filesystem_loss(cluster, node, model, seed, topics)
     process.kill(cluster, node)
-    points = read_offset_checkpoint(node.data_dir / RECOVERY_POINT)
     losses: dict[tuple[str, int], Loss] = {}
-    for tp, pdir in _partition_dirs(node.data_dir, topics).items():
-        target = (cut_at or {}).get(tp, points.get(tp, 0))
-        if lose is not None and tp not in (cut_at or {}):
-            batches = scan_partition(pdir).batches
-            last_kept = batches[-lose].base_offset if lose <= len(batches) else 0
-            target = max(target, last_kept)
-        before, after, dropped = truncate_partition(pdir, target)
-        losses[tp] = Loss(tp[0], tp[1], target, before, after, dropped)
-    _lower_recovery_points(node.data_dir, {tp: loss.end_after for tp, loss in losses.items()})
+    where: dict[tuple[str, int], Path] = {}
+    # Every log dir (JBOD, KIP-112), each with its own recovery points: a partition in the
+    # second dir loses its unflushed tail like one in the first.
+    for data_dir in node.log_dirs:
+        checkpoint = data_dir / RECOVERY_POINT
+        points = read_offset_checkpoint(checkpoint) if checkpoint.exists() else {}
+        cut_here = {}
+        for tp, pdir in _partition_dirs(data_dir, topics).items():
+            target = (cut_at or {}).get(tp, points.get(tp, 0))
+            if lose is not None and tp not in (cut_at or {}):
+                batches = scan_partition(pdir).batches
+                last_kept = batches[-lose].base_offset if lose <= len(batches) else 0
+                target = max(target, last_kept)
+            before, after, dropped = truncate_partition(pdir, target)
+            losses[tp], where[tp] = Loss(tp[0], tp[1], target, before, after, dropped), pdir
+            cut_here[tp] = after
+        if points:
+            _lower_recovery_points(data_dir, cut_here)
     # Check the effect the way the checker will see it.
     for tp, loss in losses.items():
-        scan = scan_partition(_partition_dirs(node.data_dir, {tp[0]})[tp])
+        scan = scan_partition(where[tp])
         end = scan.batches[-1].last_offset + 1 if scan.batches else loss.end_after
         if end != loss.end_after or end > loss.cut_at:
             raise NotReached(

@@ -9,7 +9,7 @@ import json
 import pytest
 from confluent_kafka import Producer
 
-from faults import disk, moves, process
+from faults import disk, moves, power, process
 from fixtures.config import log_dir_path
 from observe.log_dirs import log_dir_states
 from suites.cli import main as logfork
@@ -89,3 +89,24 @@ def test_a_lost_log_dir_and_a_half_copied_move_audit_consistent(
     disk.restore_log_dir(cluster, b2, 1)
     back = sorted(p for _, p in log_dir_states(b2)[paths[1]].partitions)
     assert back == held, log_dir_states(b2)
+
+
+def test_a_cut_power_loss_cuts_every_log_dir(kafka_target, cluster_factory):
+    """Under the "cut" power model a JBOD broker loses the unflushed tail of the partitions
+    in each of its log dirs, not only in the first."""
+    if kafka_target.mode == "kraft" and not kafka_target.release.at_least(3, 7, 1):
+        pytest.skip("KRaft serves JBOD from 3.7; 3.7.0 re-creates the replica (KAFKA-16234)")
+    cluster = cluster_factory(log_dirs={"b3": 2})
+    cluster.create_topic(TOPIC, [[3, 1, 2], [3, 2, 1]])
+    b3 = cluster.broker(3)
+    homes = [p for p, s in log_dir_states(b3).items() for _, q in s.partitions if q in (0, 1)]
+    assert len(set(homes)) == 2, log_dir_states(b3)  # a partition in each dir
+    for partition in (0, 1):
+        for _ in range(4):
+            produce(cluster, [partition], 5)  # one flush each: four batches
+    losses = power.power_loss(cluster, b3, topics={TOPIC}, lose=1)
+    assert {tp: (x.end_before, x.end_after) for tp, x in losses.items()} == {
+        (TOPIC, 0): (20, 15),
+        (TOPIC, 1): (20, 15),
+    }
+    process.restart(cluster, b3)
