@@ -13,7 +13,7 @@ from checkers.protocol import Protocol
 from checkers.simulate.state import StepRecord, Write
 from checkers.simulate.transactions import Transactions, hang_cause, open_transaction
 from checkers.verdict import DIVERGED, PartitionVerdict, judge_partition
-from runrecord.outcome import HANGING, SKIPPED_MARKER, finding_key
+from runrecord.outcome import HANGING, POWER_LOST_MARKER, SKIPPED_MARKER, finding_key
 
 
 @dataclass
@@ -51,6 +51,10 @@ class Prediction:
     # (its last stable offset, for good: KAFKA-20716), or None.
     hanging: int | None = None
     hang_cause: str = ""  # why it hangs (runrecord.outcome.SKIPPED_MARKER, LOST_MARKER)
+    # A marker a power loss dropped from every replica, where KIP-966's rules allow losing
+    # what the loss dropped: without eligible leader replicas, or after an unclean or
+    # last-known-leader election (suites.explore.judge.loss_rule).
+    marker_loss_allowed: bool = False
     transactions: int = 0  # transactions begun
     late_ends: int = 0  # late EndTxns that ended a transaction the producer had open
     # Late fetch responses (slow_links): answered with a slice of the leader's log; read
@@ -90,7 +94,7 @@ class Prediction:
             return "stuck"
         if self.outcome is Fate.DIVERGED:
             return "diverged"
-        if self.hanging is not None:
+        if self.hanging is not None and not self.marker_loss_allowed:
             return HANGING
         if self.lost_acknowledged and not self.unclean_elections and not self.power_losses:
             return "lost-acknowledged"
@@ -115,6 +119,8 @@ class Prediction:
             head = f"a transaction hangs: the last stable offset stays at {self.hanging}"
             if self.hang_cause == SKIPPED_MARKER:
                 head += " (its coordinator skipped the marker: KAFKA-20734)"
+            elif self.marker_loss_allowed:
+                head += " (a power loss dropped its marker from every replica: allowed)"
         else:
             head = "consistent"
         lost = [w.id for w in self.lost_acknowledged]
@@ -138,6 +144,7 @@ class Prediction:
             "power_losses": self.power_losses,
             "hanging": self.hanging,
             "hang_cause": self.hang_cause,
+            "marker_loss_allowed": self.marker_loss_allowed,
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,
             "isr": self.isr,
@@ -163,6 +170,7 @@ def predict(sim: Transactions) -> Prediction:
     held = {(b.base, b.last, b.tag) for b in lead.batches} if lead else set()
     lost = [w for w in sim.writes if w.acknowledged and not set(w.batches) <= held]
     hanging = open_transaction(lead.batches) if lead else None
+    cause = hang_cause(sim, lead.batches, hanging) if lead and hanging is not None else ""
     return Prediction(
         protocol=sim.protocol,
         outcome=outcome,
@@ -190,7 +198,9 @@ def predict(sim: Transactions) -> Prediction:
         isr_gap=sim.isr_gap,
         last_known_elections=sim.last_known_elections,
         hanging=hanging,
-        hang_cause=hang_cause(sim, lead.batches, hanging) if lead and hanging is not None else "",
+        hang_cause=cause,
+        marker_loss_allowed=cause == POWER_LOST_MARKER
+        and (not sim.elr or sim.unclean_elections > 0),
         transactions=sim.txns,
         late_ends=sim.late_ended,
         late_slices=sim.late_slices,

@@ -278,6 +278,8 @@ def judge_partition(
     if seen.audit_status == "diverged":
         where = high_watermark_clause(seen.below_high_watermark)
         return DIVERGED, f"replicas diverged at offset {seen.diverged_at} ({where})", None
+    allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
+    excused = ""  # what the loss rule allows (a marker, a read anomaly), said after the losses
     if seen.hanging or seen.stable_stuck:
         if seen.stable_stuck is not None and bool(seen.hanging) != seen.stable_stuck:
             # One of the two readings is wrong, and it is logfork's: no verdict on it.
@@ -289,6 +291,7 @@ def judge_partition(
             )
         said = f" ({seen.stable})" if seen.stable else ""
         cause = hang_cause(seen)
+        hangs = f"a transaction hangs from offset {seen.hanging[0]}{said}"
         if cause == SKIPPED_MARKER:
             why = (
                 "its coordinator skipped the partition's marker, finding no leader for it "
@@ -301,13 +304,18 @@ def judge_partition(
             )
         else:
             why = "no coordinator logged skipping its marker, and no replica holds one"
-        return (
-            HANGING,
-            f"a transaction hangs from offset {seen.hanging[0]}{said}: open on disk past its "
-            f"timeout, with no marker after it, so read_committed consumers stop there for "
-            f"good; {why}",
-            None,
-        )
+        if cause == POWER_LOST_MARKER and allowed:
+            # The marker is one more write of the dropped tails the rule allows losing (the
+            # coordinator appends it with acks=all, KafkaApis.handleWriteTxnMarkersRequest:
+            # every ISR member lost it); losing it leaves the transaction open instead.
+            excused = f"; {hangs} ({why}), allowed: {rule}"
+        else:
+            return (
+                HANGING,
+                f"{hangs}: open on disk past its timeout, with no marker after it, so "
+                f"read_committed consumers stop there for good; {why}",
+                None,
+            )
     if seen.torn:
         return (
             TORN,
@@ -321,14 +329,12 @@ def judge_partition(
             f"an idempotent write appended twice to a replica (first at {seen.duplicates[0]})",
             None,
         )
-    allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
-    excused = ""  # a read anomaly the loss rule allows, said after the losses
     if seen.read_anomalies:
         kind, offset, detail = seen.read_anomalies[0]
         read = f"what a consumer read: {kind} at offset {offset} ({detail})"
         if not allowed:  # what an unclean election or a power loss may do to a marker
             return kind, read, None
-        excused = f"; {read}, allowed: {rule}"
+        excused += f"; {read}, allowed: {rule}"
     if seen.durable_lost:
         lost = f"{len(seen.durable_lost)} acknowledged acks=all write(s) lost"
         if not allowed:
