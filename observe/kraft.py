@@ -53,6 +53,7 @@ def metadata_log(controllers: list[Node], node: Node | None = None) -> MetadataL
     return decode_metadata_log(metadata_dir(node or quorum_leader_node(controllers)))
 
 
+METADATA_VERSION = "metadata.version"  # KIP-778: the level formatting chose
 ELR_FEATURE = "eligible.leader.replicas.version"  # KIP-966: 1 = ELR on (4.0+)
 # KIP-890: 2 = transactions v2 (new 4.0+ clusters), for the clients that ask for it
 TRANSACTION_VERSION = "transaction.version"

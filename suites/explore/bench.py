@@ -18,8 +18,9 @@ from typing import Any
 
 from faults import elections, network
 from fixtures.admin import ask_controller
-from fixtures.cluster import Cluster, ClusterSpec
+from fixtures.cluster import BootError, Cluster, ClusterSpec
 from fixtures.errors import LogforkError, NotReached, SetupError
+from fixtures.progress import note
 from fixtures.releases import Release, resolve
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
@@ -50,6 +51,9 @@ FETCHER_SOCKET = {"replica.socket.timeout.ms": 5000}
 # anyway (KafkaServer.controlledShutdown): 15 s of waiting for the same end. Explore draws
 # SIGTERMs of lone leaders often; 1 s apart, the retries take 3 s.
 CONTROLLED_SHUTDOWN = {"controlled.shutdown.retry.backoff.ms": 1000}
+# A boot can fail on a race of the release's own (KAFKA-20839 with three controllers): the
+# schedule gets one more cluster before it ends setup-failed.
+BOOT_ATTEMPTS = 2
 
 
 def cluster_spec(
@@ -203,10 +207,17 @@ class Bench:
             cluster, self.cluster = self.cluster, None
             cluster.close()
         self._retire, self._key = None, key
-        cluster = Cluster(cluster_spec(self.kafka, shape, self.base_image, disks))
-        cluster.run_dir = (self.root / "clusters" / cluster.run_id).resolve()
         started = time.monotonic()
-        cluster.__enter__()  # closes itself if it fails to boot
+        for attempt in range(1, BOOT_ATTEMPTS + 1):
+            cluster = Cluster(cluster_spec(self.kafka, shape, self.base_image, disks))
+            cluster.run_dir = (self.root / "clusters" / cluster.run_id).resolve()
+            try:
+                cluster.__enter__()  # closes itself if it fails to boot
+                break
+            except BootError as exc:
+                if attempt == BOOT_ATTEMPTS:
+                    raise
+                note(f"{exc}; booting another cluster")
         self.cluster = cluster
         self.boots.append(Boot(reason, schedule, time.monotonic() - started, str(cluster.run_dir)))
         return cluster, reason
