@@ -6,7 +6,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from runrecord.history import ABORTED, COMMITTED, IN_DOUBT
 from suites.clients.api import TxnAborted, TxnFailed
-from suites.clients.librdkafka import LibrdkafkaClient
+from suites.clients.librdkafka import LibrdkafkaClient, fenced
 from suites.transactional import TransactionalProducer
 from suites.workload import History
 
@@ -96,3 +96,10 @@ def test_a_commit_fenced_for_a_bumped_epoch_is_known_aborted():
     with pytest.raises(TxnFailed) as failed:
         _client(Refused(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True)).commit(1)
     assert not isinstance(failed.value, TxnAborted)
+
+
+def test_a_fenced_producer_is_told_apart_from_other_client_errors():
+    for code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+        assert fenced(KafkaException(KafkaError(code)))
+    assert not fenced(KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)))
+    assert not fenced(KafkaException("no error object"))

@@ -19,6 +19,12 @@ FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRO
 INIT_ATTEMPT = 15.0  # one InitProducerId's own timeout
 
 
+def fenced(exc: KafkaException) -> bool:
+    """Whether the client's error says its producer was fenced: its epoch bumped since."""
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() in FENCED
+
+
 class LibrdkafkaClient:
     def __init__(self, conf: dict[str, Any]) -> None:
         self._producer = Producer(conf)

@@ -45,10 +45,11 @@ from fixtures.waiting import WaitTimeout, wait_until
 from observe.stable import StableOffsets, read_pass, stable_offsets
 from observe.state import PartitionState, partition_state
 from runrecord import schedule_steps as kinds
-from runrecord.history import ABORTED, COMMITTED, READ_COMMITTED, READ_UNCOMMITTED
+from runrecord.history import ABORTED, COMMITTED, READ_COMMITTED, READ_UNCOMMITTED, Send
 from runrecord.schedule import Schedule
 from runrecord.schedule_roles import Skip, Unserved
 from suites.clients.api import TxnFailed
+from suites.clients.librdkafka import fenced
 from suites.scenario import RunContext
 from suites.steps import check_landed
 from suites.transactional import TransactionalProducer
@@ -161,13 +162,18 @@ class Transactional:
         try:
             producer.begin()
         except KafkaException as exc:
-            run.ctx.timeline.record("note", "transactional-producer-renewed", error=str(exc))
-            begun = producer.count
-            self.close()
-            producer = self.client(run)
-            producer.count = begun  # its transactions' labels go on where they were
+            producer = self.renew(run, str(exc))
             producer.begin()
         self.open, self.failed, self.began = True, False, time.time()
+        return producer
+
+    def renew(self, run: Runner, why: str) -> TransactionalProducer:
+        """The producer made again; its transactions' labels go on where they were."""
+        run.ctx.timeline.record("note", "transactional-producer-renewed", error=why)
+        begun = self.producer.count if self.producer is not None else 0
+        self.close()
+        producer = self.client(run)
+        producer.count = begun
         return producer
 
     def close(self) -> None:
@@ -291,16 +297,32 @@ def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[s
                 raise Unserved(f"{why}, on partition {p}: CONCURRENT_TRANSACTIONS")
     c = _coordinator(run, leader, markers=False)
     _verifiable(run, c, leaders, set() if not txn.open else txn.spans)
-    try:
-        began = not txn.open
-        producer = txn.begin(run) if began else txn.client(run)
+
+    def send(producer: TransactionalProducer) -> list[Send]:
         tag = f"t{txn.written}"
         for p in leaders:
             where = f"@{p}" if p else ""  # the schedule's partition's values as they always were
             for i in range(step.count):
                 producer.send(run.topic, p, f"{tag}-{i}", f"{run.topic}-{tag}-{i}{where}")
         # This step's sends, of its transaction's
-        sends = producer.flush(txn.timeout + 10)[-step.count * len(leaders) :]
+        return producer.flush(txn.timeout + 10)[-step.count * len(leaders) :]
+
+    try:
+        began = not txn.open
+        producer = txn.begin(run) if began else txn.client(run)
+        try:
+            sends = send(producer)
+        except KafkaException as exc:
+            if began or txn.late or not fenced(exc):
+                raise
+            # The coordinator aborted the open transaction at its timeout, bumping the
+            # producer's epoch, and the leader refused the write (nothing appended). An
+            # application makes its producer again and begins anew, as the model does once
+            # told where the abort fell (comparison: timeout_aborts).
+            txn.open, began = False, True
+            txn.renew(run, str(exc))
+            producer = txn.begin(run)
+            sends = send(producer)
     except (KafkaException, LogforkError) as exc:  # the client's errors, TxnFailed among them
         if not txn.late:
             raise NotReached("the transactional producer writing to the leader", str(exc)) from None
