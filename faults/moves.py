@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource
 
 from fixtures.cluster import Cluster
@@ -36,8 +37,11 @@ def throttle_dir_moves(cluster: Cluster, node: Node, bytes_per_second: int | Non
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         futures = cluster.admin().alter_configs([resource])
-    for future in futures.values():
-        future.result(30)
+    try:
+        for future in futures.values():
+            future.result(30)
+    except KafkaException as exc:  # the broker, or the controller it forwards to, too slow
+        raise NotReached(f"the log-dir move throttle on {node.name}", exc) from None
     # In ZooKeeper mode the broker takes the cap when the change notification reaches it: a
     # move asked for before that runs unthrottled.
     wanted = {DIR_MOVE_THROTTLE: None if bytes_per_second is None else str(bytes_per_second)}
