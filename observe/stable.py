@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from fixtures.errors import LogforkError
 from fixtures.waiting import wait_until
+from observe.state import partition_state
 from runrecord.history import READ_COMMITTED, ReadPass, ReadRecord
 
 if TYPE_CHECKING:
@@ -50,8 +51,11 @@ def stable_offsets(cluster: Cluster, topic: str, partition: int = 0) -> StableOf
     tp = TopicPartition(topic, partition)
     # A client of its own: librdkafka sends the leader epoch of its cached metadata, which a
     # leader elected since refuses (FENCED_LEADER_EPOCH, KIP-320). Held until the answers
-    # come: a client collected earlier never completes its futures.
-    admin = AdminClient(cluster.client_config())
+    # come: a client collected earlier never completes its futures. Bootstrapped from the
+    # leader the controller names: another broker's metadata may lag (one cut off from the
+    # quorum still had the leader fenced, and librdkafka found "No leaders found").
+    leader = partition_state(cluster, topic, partition).leader
+    admin = AdminClient(cluster.client_config(only=leader if leader >= 0 else None))
     lso = _latest(admin, tp, IsolationLevel.READ_COMMITTED)
     hw = _latest(admin, tp, IsolationLevel.READ_UNCOMMITTED)
     return StableOffsets(lso, hw)
