@@ -69,7 +69,14 @@ class LibrdkafkaClient:
         self._results.append(result)
 
     def flush(self, timeout: float) -> list[Result]:
-        left = self._producer.flush(timeout)
+        try:
+            left = self._producer.flush(timeout)
+        except SystemError as exc:
+            # confluent-kafka raises a fatal client error (a _FENCED producer, seen on 4.4.0)
+            # pending while its logger callback runs as a SystemError caused by it.
+            if isinstance(exc.__cause__, KafkaException):
+                raise exc.__cause__ from None
+            raise
         if left:
             raise LogforkError(f"{left} writes neither acknowledged nor failed in {timeout}s")
         done, self._results = self._results, []
