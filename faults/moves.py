@@ -9,6 +9,7 @@ import warnings
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource
 
+from fixtures.admin import FORWARDED_WAIT_S, forwarding_admin
 from fixtures.cluster import Cluster
 from fixtures.config import EXTERNAL_PORT, log_dir_path
 from fixtures.errors import NotReached
@@ -22,10 +23,6 @@ DIR_MOVE_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 # Slow enough that a move of a few MB stays in flight for minutes once its first fetch
 # (up to replica.fetch.max.bytes) has gone through.
 IN_FLIGHT_RATE = 4096
-# A KRaft broker forwards AlterConfigs to the active controller (KIP-590); while a new one
-# is elected the request can time out (4.4.0 explore, the active controller paused): asked
-# again, on fresh metadata, before the step is not reached.
-ALTER_ATTEMPTS = 3
 
 
 def throttle_dir_moves(cluster: Cluster, node: Node, bytes_per_second: int | None) -> None:
@@ -38,17 +35,15 @@ def throttle_dir_moves(cluster: Cluster, node: Node, bytes_per_second: int | Non
     # AlterConfigs, not its incremental successor: 1.1 has no IncrementalAlterConfigs
     # (KIP-339, 2.3). It replaces the broker's dynamic configs whole, so a reassignment's
     # throttled rates there go too (faults.reassign): the model follows neither throttle.
-    for attempt in range(1, ALTER_ATTEMPTS + 1):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            futures = cluster.admin(fresh=attempt > 1).alter_configs([resource])
-        try:
-            for future in futures.values():
-                future.result(30)
-            break
-        except KafkaException as exc:  # the broker, or the controller it forwards to, slow
-            if attempt == ALTER_ATTEMPTS:
-                raise NotReached(f"the log-dir move throttle on {node.name}", exc) from None
+    admin = forwarding_admin(cluster)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        futures = admin.alter_configs([resource], request_timeout=FORWARDED_WAIT_S)
+    try:
+        for future in futures.values():
+            future.result(FORWARDED_WAIT_S + 15)
+    except KafkaException as exc:  # the broker, or the controller it forwards to, too slow
+        raise NotReached(f"the log-dir move throttle on {node.name}", exc) from None
     # In ZooKeeper mode the broker takes the cap when the change notification reaches it: a
     # move asked for before that runs unthrottled.
     wanted = {DIR_MOVE_THROTTLE: None if bytes_per_second is None else str(bytes_per_second)}
