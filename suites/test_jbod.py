@@ -11,6 +11,7 @@ from confluent_kafka import Producer
 
 from faults import disk, moves, power, process
 from fixtures.config import log_dir_path
+from fixtures.waiting import wait_until
 from observe.log_dirs import log_dir_states
 from suites.cli import main as logfork
 
@@ -103,6 +104,12 @@ def test_a_cut_power_loss_cuts_every_log_dir(kafka_target, cluster_factory):
     def home(partition):
         return next(i for i, d in enumerate(b3.log_dirs) if (d / f"{TOPIC}-{partition}").is_dir())
 
+    def homes():
+        dirs = enumerate(b3.log_dirs)
+        return [i for i, d in dirs for p in (0, 1) if (d / f"{TOPIC}-{p}").is_dir()]
+
+    # The controller names the ISR at creation; the broker creates its logs as it learns.
+    wait_until(homes, lambda found: len(found) == 2, what="broker 3's two logs on disk")
     if home(0) == home(1):  # a partition in each dir
         moves.move_to_dir(cluster, b3, TOPIC, 1, 1 - home(0))
         moves.await_moved(cluster, b3, TOPIC, 1, 1 - home(0))
