@@ -9,7 +9,7 @@ import warnings
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource
 
-from fixtures.admin import FORWARDED_WAIT_S, forwarding_admin
+from fixtures.admin import forwarded
 from fixtures.cluster import Cluster
 from fixtures.config import EXTERNAL_PORT, log_dir_path
 from fixtures.errors import NotReached
@@ -35,13 +35,12 @@ def throttle_dir_moves(cluster: Cluster, node: Node, bytes_per_second: int | Non
     # AlterConfigs, not its incremental successor: 1.1 has no IncrementalAlterConfigs
     # (KIP-339, 2.3). It replaces the broker's dynamic configs whole, so a reassignment's
     # throttled rates there go too (faults.reassign): the model follows neither throttle.
-    admin = forwarding_admin(cluster)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        futures = admin.alter_configs([resource], request_timeout=FORWARDED_WAIT_S)
     try:
-        for future in futures.values():
-            future.result(FORWARDED_WAIT_S + 15)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            forwarded(
+                cluster, lambda admin, wait: admin.alter_configs([resource], request_timeout=wait)
+            )
     except KafkaException as exc:  # the broker, or the controller it forwards to, too slow
         raise NotReached(f"the log-dir move throttle on {node.name}", exc) from None
     # In ZooKeeper mode the broker takes the cap when the change notification reaches it: a

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from fixtures.admin import FORWARDED_WAIT_S, forwarding_admin
+from fixtures.admin import forwarded
 from fixtures.cluster import Cluster
 from fixtures.config import EXTERNAL_PORT
 from fixtures.errors import NotReached
@@ -95,7 +95,6 @@ def await_reassigned(
 def throttle(cluster: Cluster, topic: str, partition: int, brokers: Sequence[int]) -> None:
     """Throttle replication of the partition on `brokers`, as an operator's reassignment
     does. IncrementalAlterConfigs (KIP-339): the topic's other configs stay."""
-    admin = forwarding_admin(cluster)
     replicas = ",".join(f"{partition}:{b}" for b in brokers)
     resources = [ConfigResource(ConfigResource.Type.TOPIC, topic)]
     for name in TOPIC_REPLICAS:
@@ -111,8 +110,12 @@ def throttle(cluster: Cluster, topic: str, partition: int, brokers: Sequence[int
         resources.append(resource)
     try:
         for resource in resources:  # librdkafka takes one broker resource per call
-            futures = admin.incremental_alter_configs([resource], request_timeout=FORWARDED_WAIT_S)
-            futures[resource].result(timeout=FORWARDED_WAIT_S + 15)
+            forwarded(
+                cluster,
+                lambda admin, wait, r=resource: admin.incremental_alter_configs(
+                    [r], request_timeout=wait
+                ),
+            )
     except KafkaException as exc:  # a broker or the controller not answering in time
         raise NotReached(f"the replication throttle on {topic}-{partition}", exc) from None
     for b in brokers:  # each broker takes the rates when it replays the config record

@@ -92,12 +92,11 @@ class LibrdkafkaClient:
         try:
             self._producer.commit_transaction(timeout)
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() in FENCED:
+            if fenced(exc):
                 raise TxnAborted(
                     f"aborted by its coordinator, which fenced the commit: {exc}"
                 ) from None
-            if not error.txn_requires_abort():
+            if not exc.args[0].txn_requires_abort():
                 raise TxnFailed(str(exc)) from None
             self._end(self._producer.abort_transaction, timeout)
             raise TxnAborted(f"aborted, as the commit could not be made: {exc}") from None
