@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from faults import network, process
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached
+from fixtures.errors import LogforkError, NotReached, NotYet
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
@@ -17,8 +17,8 @@ def await_successor(cluster: Cluster, old: Node, timeout: float = 90.0) -> Node:
     def probe() -> Node | None:
         try:
             return active_controller(cluster)
-        except (LogforkError, OSError, ValueError) as exc:
-            raise RuntimeError(f"no controller: {exc}") from None
+        except (LogforkError, ValueError) as exc:  # no leader recorded, or a znode mid-change
+            raise NotYet(f"no controller: {exc}") from None
 
     try:
         return wait_until(

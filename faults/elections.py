@@ -14,12 +14,12 @@ import json
 import warnings
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached
+from fixtures.errors import NotReached, NotYet, Refused
 from fixtures.waiting import STEADY, WaitTimeout, wait_until
 from observe.controller import active_controller, controller_bidders_unwatched
 from observe.state import PartitionState, assignment, partition_state, wait_state
@@ -65,7 +65,7 @@ def _admin_elect(
             error = next(iter(result.values()), None)
         except FutureTimeout:
             error = "_TIMED_OUT: no answer within the wait"
-        except Exception as exc:  # noqa: BLE001 - KafkaException carries the broker's reason
+        except KafkaException as exc:  # it carries the broker's reason
             error = exc
         if error is not None and any(code in str(error) for code in _RETRIABLE):
             timed_out = True
@@ -77,7 +77,7 @@ def _admin_elect(
                 # off from the quorum forwards the request into the void until it times out
                 # (seen on 3.9.0: 20 s), so a new client asks a broker drawn afresh.
                 cluster.admin(fresh=True)
-            raise RuntimeError(str(error))  # not yet: wait_until tries again
+            raise NotYet(str(error))  # wait_until tries again
         if error is not None and timed_out and "ELECTION_NOT_NEEDED" in str(error):
             # A ZooKeeper-mode broker answers ElectLeaders (KIP-460) only once its metadata cache
             # shows the new leader (DelayedElectLeader), so a slow UpdateMetadata times the
@@ -227,7 +227,7 @@ def elect_unclean(
             if not enabled:
                 _enable_unclean(cluster, topic)
         except Exception as exc:  # noqa: BLE001 - KafkaException carries the reason
-            raise LogforkError(f"could not enable unclean election for {topic}: {exc}") from None
+            raise Refused(f"could not enable unclean election for {topic}: {exc}") from None
         if enabled or not cluster.release.at_least(2, 1):
             # Before KAFKA-6835 a config change triggers nothing; a new controller runs the
             # offline-partition elections when it takes over.

@@ -27,7 +27,7 @@ from faults.network import (
 )
 from fixtures.cluster import Cluster
 from fixtures.config import EXTERNAL_PORT
-from fixtures.errors import LogforkError, NotReached
+from fixtures.errors import NotReached, Refused
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 
@@ -118,7 +118,7 @@ class Filter:
             self.rules = []
         failed = delete_rules(self.node, self.rules)
         if failed:
-            raise LogforkError(f"could not remove rules in {self.node.name}: {'; '.join(failed)}")
+            raise Refused(f"could not remove rules in {self.node.name}: {'; '.join(failed)}")
         self.healed = True
         self.cluster.timeline.record(
             "heal", "filter", node=self.node.name, filter=self.what, dropped=self._dropped

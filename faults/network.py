@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from fixtures import config
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached
+from fixtures.errors import LogforkError, NotReached, Refused
 from fixtures.nodes import Node
 
 PROBE_SECONDS = 1  # a connection across the bridge takes milliseconds; a dropped SYN never
@@ -58,7 +58,7 @@ def insert_rules(node: Node, specs: list[list[str]]) -> list[list[str]]:
         result = node.exec(["iptables", "-I", *spec])
         if result.exit_code != 0:
             delete_rules(node, done)
-            raise LogforkError(
+            raise Refused(
                 f"iptables in {node.name} refused {' '.join(spec)}: {result.output.strip()}"
             )
         done.append(spec)
@@ -259,7 +259,7 @@ class Cut:
         self._defer_frozen()
         failed = self._remove_rules()
         if failed:
-            raise LogforkError(f"could not remove iptables rules: {'; '.join(failed)}")
+            raise Refused(f"could not remove iptables rules: {'; '.join(failed)}")
         self.healed = True
         for peer in self.peers:
             both_up = peer.status() == "running" and self.node.status() == "running"
@@ -297,7 +297,7 @@ def remove_deferred(node: Node) -> None:
         return
     failed = delete_rules(node, held)
     if failed:
-        raise LogforkError(f"could not remove iptables rules from {node.name}: {'; '.join(failed)}")
+        raise Refused(f"could not remove iptables rules from {node.name}: {'; '.join(failed)}")
 
 
 def partition(

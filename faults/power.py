@@ -28,7 +28,7 @@ from checkers.checkpoints import read_offset_checkpoint
 from checkers.segments import scan_partition
 from faults import process
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached
+from fixtures.errors import NotReached, Refused
 from fixtures.nodes import Node
 from runrecord.power import CUT
 from runrecord.typed import to_json, write_text
@@ -62,7 +62,7 @@ def truncate_partition(pdir: Path, cut_at: int) -> tuple[int, int, int]:
     Returns (end before, end after, bytes dropped)."""
     scan = scan_partition(pdir)
     if scan.errors:
-        raise LogforkError(f"cannot simulate power loss on {pdir}: {scan.errors[0]}")
+        raise Refused(f"cannot simulate power loss on {pdir}: {scan.errors[0]}")
     end_before = scan.batches[-1].last_offset + 1 if scan.batches else 0
     keep = [b for b in scan.batches if b.last_offset < cut_at]
     end_after = (

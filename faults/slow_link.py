@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached
+from fixtures.errors import LogforkError, NotReached, Refused
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 
@@ -55,7 +55,7 @@ class SlowLink:
     def _tc(self, *args: str) -> str:
         result = self.node.exec(["tc", *args])
         if result.exit_code != 0:
-            raise LogforkError(f"tc in {self.node.name} refused {' '.join(args)}: {result.output}")
+            raise Refused(f"tc in {self.node.name} refused {' '.join(args)}: {result.output}")
         return result.output
 
     def inject(self) -> SlowLink:
@@ -73,7 +73,7 @@ class SlowLink:
             # The kernel's own account of the class proves the shaping is in place.
             shown = self._tc("class", "show", "dev", DEVICE, "classid", SLOW_CLASS)
             if "rate" not in shown:
-                raise LogforkError(f"tc in {self.node.name} shows no slow class: {shown!r}")
+                raise Refused(f"tc in {self.node.name} shows no slow class: {shown!r}")
         except LogforkError:
             self._remove()
             raise
@@ -175,7 +175,7 @@ def _queued(node: Node, peer: Node, cluster: Cluster, column: int) -> int:
     peer_ip = peer.ip(cluster.network_name)
     result = node.exec(["ss", "-tnH", "dst", peer_ip])
     if result.exit_code != 0:
-        raise LogforkError(f"ss in {node.name} refused: {result.output}")
+        raise Refused(f"ss in {node.name} refused: {result.output}")
     return queued(result.output, column)
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from checkers.checkpoints import QUORUM_STATE, QuorumState, quorum_leader, read_quorum_state
 from checkers.errors import LogReadError
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog, decode_metadata_log
-from fixtures.errors import LogforkError
+from fixtures.errors import NotYet
 
 if TYPE_CHECKING:
     from fixtures.nodes import Node
@@ -44,7 +44,7 @@ def quorum_leader_node(controllers: list[Node]) -> Node:
     leader = quorum_leader(states)
     by_id = {n.node_id: n for n in controllers}
     if leader is None or leader not in by_id:
-        raise LogforkError("no KRaft controller has recorded a quorum leader yet")
+        raise NotYet("no KRaft controller has recorded a quorum leader yet")
     return by_id[leader]
 
 

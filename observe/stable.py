@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from fixtures.errors import LogforkError
+from fixtures.errors import Refused
 from fixtures.waiting import wait_until
 from observe.state import partition_state
 from runrecord.history import READ_COMMITTED, ReadPass, ReadRecord
@@ -94,7 +94,7 @@ def read_partition(
             return False
         if msg.error().code() == KafkaError._PARTITION_EOF:
             return True
-        raise LogforkError(f"reading {topic}-{partition} {isolation}: {msg.error().str()}")
+        raise Refused(f"reading {topic}-{partition} {isolation}: {msg.error().str()}")
 
     try:
         consumer.assign([TopicPartition(topic, partition, 0)])

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from checkers.metadata_log import PartitionStateEvent
 from checkers.protocol import RecoveryState
-from fixtures.errors import LogforkError
-from fixtures.waiting import wait_until
+from fixtures.errors import NotYet
+from fixtures.waiting import NOT_YET, wait_until
 from observe import kraft
 from runrecord.events import EventKind
 from runrecord.states import StateRecord
@@ -147,7 +147,7 @@ def partition_state(cluster: Cluster, topic: str, partition: int = 0) -> Partiti
     log = kraft.metadata_log(cluster.controllers)
     event = log.current(topic, partition)
     if event is None:
-        raise LogforkError(f"{topic}-{partition} is not in the metadata log ({log.path})")
+        raise NotYet(f"{topic}-{partition} is not in the metadata log ({log.path})")
     return from_event(event, topic)
 
 
@@ -200,6 +200,7 @@ class StateRecorder:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None  # what stopped the polling, raised by stop()
 
     def _record(self, state: PartitionState) -> None:
         with self._lock:
@@ -243,17 +244,28 @@ class StateRecorder:
         while not self._stop.wait(self.interval):
             try:
                 self._record(partition_state(self.cluster, self.topic, self.partition))
-            except Exception:  # noqa: BLE001 - the controller may be mid-failover; poll again
+            except NOT_YET:  # the controller may be mid-failover; poll again
                 continue
+            except Exception as exc:  # noqa: BLE001 - logfork's own bug, raised by stop()
+                self._error = exc
+                return
 
     def stop(self) -> list[PartitionState]:
+        """The states recorded; a bug that stopped the polling is raised here, not lost
+        with the thread."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._error is not None:
+            raise self._error
         return list(self.states)
 
     def __enter__(self) -> StateRecorder:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        try:
+            self.stop()
+        except Exception:
+            if kind is None:  # else the error in flight is the one to see
+                raise

@@ -56,6 +56,11 @@ class ProtocolError(Exception):
     pass
 
 
+class BrokerClosed(ProtocolError, ConnectionError):
+    """The broker closed the connection before it answered: a connection error, which a
+    wait counts as "not yet" (fixtures.waiting.NOT_YET)."""
+
+
 @dataclass(frozen=True)
 class Answer:
     api: str
@@ -122,7 +127,7 @@ class Connection:
         while len(chunks) < n:
             chunk = self.sock.recv(n - len(chunks))
             if not chunk:
-                raise ProtocolError("connection closed by the broker")
+                raise BrokerClosed("connection closed by the broker")
             chunks += chunk
         return chunks
 

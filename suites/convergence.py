@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.lineage import Lineage
+from fixtures.waiting import NOT_YET
 from observe.replicas import replica
 from observe.state import partition_state
 from suites.broker_logs import stuck_follower
@@ -82,7 +83,7 @@ def converge(
         for p in partitions:
             try:
                 isr = partition_state(cluster, topic, p).isr
-            except Exception:  # noqa: BLE001 - a controller failing over; look again
+            except NOT_YET:  # a controller failing over; look again
                 isr = ()
             lineages = [replica(cluster, b, topic, p) for b in of[p]]
             leos = {lin.broker_id: _replicated_to(lin) for lin in lineages}

@@ -24,7 +24,7 @@ from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.nodes import Node
 from fixtures.releases import Release, resolve
-from fixtures.waiting import Aborted, WaitTimeout
+from fixtures.waiting import NOT_REACHED, not_reached_summary
 from observe.replicas import replica, spans
 from observe.state import StateRecorder
 from observe.timeline import Timeline
@@ -337,9 +337,9 @@ def run(
             details=finding.details,
             model=model_line(finding),
         )
-    except (NotReached, WaitTimeout, Aborted) as exc:
+    except NOT_REACHED as exc:
         # A wait that timed out inside a scenario is a state that was not reached.
-        summary = str(exc) if isinstance(exc, NotReached) else f"not reached: {exc}"
+        summary = not_reached_summary(exc)
         timeline.record("note", "not-reached", reason=summary)
         result = verdict(Outcome.NOT_REACHED, summary)
     except SetupError as exc:

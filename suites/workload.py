@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from checkers.history import ReadLog
 from checkers.records import Record
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError
+from fixtures.errors import Refused
 from fixtures.waiting import wait_until
 from runrecord.history import ReadPass, Send
 from runrecord.typed import JsonLines
@@ -133,7 +133,7 @@ class HistoryProducer:
         sends = [self.produce(topic, value, partition=partition) for value in values]
         remaining = self._producer.flush(timeout)
         if remaining:
-            raise LogforkError(
+            raise Refused(
                 f"{remaining} of {len(sends)} sends to {topic} were neither acknowledged nor "
                 f"failed after {timeout:.0f}s"
             )
@@ -180,7 +180,7 @@ def read_partition(
         deadline = time.monotonic() + timeout
         while (not records or records[-1].offset < high - 1) and high > low:
             if time.monotonic() > deadline:
-                raise LogforkError(
+                raise Refused(
                     f"reading {topic}-{partition} stalled at offset "
                     f"{records[-1].offset if records else low} of {high}"
                 )
@@ -194,7 +194,7 @@ def read_partition(
                     if msg.offset() >= high:
                         break
                     continue
-                raise LogforkError(f"reading {topic}-{partition} failed: {msg.error().str()}")
+                raise Refused(f"reading {topic}-{partition} failed: {msg.error().str()}")
             stamp = msg.timestamp()[1]
             records.append(Record(msg.offset(), stamp, msg.key(), msg.value()))
         return ReadLog(records, log_start=low, log_end=high)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, SetupError
+from fixtures.errors import Refused, SetupError
 from fixtures.releases import cache_dir
 from suites.clients.api import Result, TxnFailed
 
@@ -65,12 +65,12 @@ class JavaTxnClient:
             proc.stdin.write("\t".join(map(str, fields)) + "\n")
             proc.stdin.flush()
         except BrokenPipeError:
-            raise LogforkError(f"the Java client exited ({proc.poll()})") from None
+            raise Refused(f"the Java client exited ({proc.poll()})") from None
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         line = proc.stdout.readline() if ready else ""
         if not line:
             self.close()
-            raise LogforkError(f"the Java client gave no answer to {fields[0]} in {timeout}s")
+            raise Refused(f"the Java client gave no answer to {fields[0]} in {timeout}s")
         answer = line.rstrip("\n").split("\t")
         if answer[0] != "ok":
             raise TxnFailed(f"{fields[0]}: {' '.join(answer[1:])}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from fixtures.errors import LogforkError
+from fixtures.errors import Refused
 from fixtures.waiting import WaitTimeout, wait_until
 from suites.clients.api import Result, TxnAborted, TxnFailed
 
@@ -78,7 +78,7 @@ class LibrdkafkaClient:
                 raise exc.__cause__ from None
             raise
         if left:
-            raise LogforkError(f"{left} writes neither acknowledged nor failed in {timeout}s")
+            raise Refused(f"{left} writes neither acknowledged nor failed in {timeout}s")
         done, self._results = self._results, []
         return [(r[0], r[1]) for r in done]
 
