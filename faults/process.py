@@ -7,12 +7,22 @@ again); a fault that did not take effect raises NotReached.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from faults import network
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
-from fixtures.waiting import STEADY, WaitTimeout, wait_until
+from fixtures.waiting import STEADY, Aborted, WaitTimeout, wait_until
+
+
+class Exited(Aborted):
+    """A restarted node exited before it served again: what its release did, which the
+    caller may declare (a halt the release is known for) or report."""
+
+    def __init__(self, message: str, node: Node) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 def await_status(node: Node, wanted: set[str], what: str, timeout: float = 30.0) -> None:
@@ -70,6 +80,20 @@ def restart(
     await_status(node, {"running"}, "running again")
     if on_running is not None:
         on_running()
+    try:
+        _await_serving(cluster, node, zk, zk_path, timeout=timeout, serving=serving)
+    except Aborted as exc:
+        if node.status() == "running":
+            raise
+        raise Exited(str(exc), node) from None
+    cluster.timeline.record("heal", "restart", node=node.name)
+
+
+def _await_serving(
+    cluster: Cluster, node: Node, zk: Any, zk_path: str, *, timeout: float, serving: bool
+) -> None:
+    """A restarted broker registered again (and serving); each wait gives up at once when
+    its process exits."""
     if node.is_broker:
 
         def dead() -> str | None:
@@ -103,7 +127,6 @@ def restart(
             describe=sorted,
             abort=dead,
         )
-    cluster.timeline.record("heal", "restart", node=node.name)
 
 
 def pause(cluster: Cluster, node: Node) -> None:

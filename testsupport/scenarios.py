@@ -27,26 +27,18 @@ def run_scenario(
     kafka_target,
     logfork_runs: Path,
     request: pytest.FixtureRequest,
-    *,
-    attempts: int = 1,
 ) -> Verdict:
-    """Run a scenario on the test's release and mode, marked with its KIP, and assert that
-    the release behaved as expected. `attempts` above 1 runs it again, on a fresh cluster,
-    only while it ends not reached (a race it cannot steer); every verdict is still earned
-    by a run that reached its state."""
+    """Run a scenario once on the test's release and mode, marked with its KIP, and assert
+    that the release behaved as expected. No retry: the first run's verdict is the one."""
     scenario = get(scenario_id)
     if scenario.kip:
         request.node.add_marker(pytest.mark.kip(scenario.kip, scenario.fixed_in))
-    for attempt in range(1, attempts + 1):
-        verdict = run(
-            scenario,
-            kafka_target.kafka,
-            kafka_target.mode,
-            out=logfork_runs,
-            base_image=request.config.getoption("base_image"),
-        )
-        if verdict.outcome != Outcome.NOT_REACHED or attempt == attempts:
-            break
-        print(f"[logfork] attempt {attempt} not reached, running again: {verdict.summary}")
+    verdict = run(
+        scenario,
+        kafka_target.kafka,
+        kafka_target.mode,
+        out=logfork_runs,
+        base_image=request.config.getoption("base_image"),
+    )
     assert_verdict(verdict)
     return verdict
