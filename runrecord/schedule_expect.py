@@ -99,6 +99,18 @@ def fixed_in(expect: Sequence[Expectation]) -> str | None:
     return None
 
 
+def never_fixed(expect: Sequence[Expectation], mode: str) -> str | None:
+    """Why the expectations declare the bug on every release from some on in `mode` (an
+    entry with no `before` that expects one, the first to apply there), or None."""
+    newest = next(
+        (e for e in expect if e.before is None and (not e.modes or mode in e.modes)), None
+    )
+    if newest is None or newest.kind == CONSISTENT:
+        return None
+    since = f" from {newest.since}" if newest.since else ""
+    return f"its expect names {newest.kind} on every release{since} in {mode} mode"
+
+
 def load_expect(raw: Any, problems: Problems) -> tuple[Expectation, ...]:
     if not isinstance(raw, list):
         problems.add("expect", f"must be a list, not {json_type(raw)}")

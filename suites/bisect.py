@@ -256,10 +256,13 @@ def bisect(
     *,
     direction: Direction = Direction.FIX,
     fixed_in: str | None = None,
+    unfixed: str | None = None,
     on_step: Callable[[Step], None] = lambda s: None,
 ) -> BisectResult:
     """Search `candidates` (oldest first, as `plan` orders them) for the first release
-    that behaves like the newer end."""
+    that behaves like the newer end. `unfixed`: why the subject declares its bug never
+    fixed in the mode searched (None: it does not), which any release that behaves as
+    fixed contradicts."""
     cache = cache or NoCache()
     cands = list(candidates)
     result = BisectResult(direction, cands)
@@ -341,21 +344,31 @@ def bisect(
             result.skipped.append(cands[i])
     if hi - lo == 1:
         result.answer, result.before = cands[hi], cands[lo]
-        result.agrees, result.comparison = compare(result, fixed_in)
+        result.agrees, result.comparison = compare(result, fixed_in, unfixed)
     else:
         result.ambiguous = cands[lo + 1 : hi + 1]
     return result
 
 
-def compare(result: BisectResult, fixed_in: str | None) -> tuple[bool | None, str]:
+def compare(
+    result: BisectResult, fixed_in: str | None, unfixed: str | None = None
+) -> tuple[bool | None, str]:
     """Whether the answer agrees with the scenario's declared fixed_in.
 
     A fix is judged by `judge_fix`. A regression (its --good end fixed, its --bad end
     broken) contradicts fixed_in when a release at or after fixed_in behaves like --bad,
-    that is when its --bad end is one.
+    that is when its --bad end is one. A scenario that declares its bug never fixed in
+    the mode (`unfixed`, its reason) is contradicted by any answer: some release behaves
+    as fixed.
     """
     if result.answer is None:
         return None, ""
+    if unfixed is not None:
+        fixed = result.answer if result.direction == Direction.FIX else result.before
+        return False, (
+            f"FINDING: the scenario declares its bug never fixed in this mode ({unfixed}), "
+            f"but {fixed.label if fixed else 'a release'} behaves as fixed"
+        )
     if fixed_in is None:
         return None, "the scenario declares no fix (it must hold everywhere): nothing to compare"
     if result.direction == Direction.FIX:

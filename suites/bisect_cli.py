@@ -113,6 +113,7 @@ class Subject:
     fixed_in: str | None
     runner: Callable[[str, Path, str | None], Runner]  # (mode, out, base image)
     why_not: Callable[[Catalog, Candidate, str], str | None]
+    unfixed: Callable[[str], str | None]  # mode -> why its bug is never fixed there, or None
 
 
 def subject_of(args: argparse.Namespace) -> Subject:
@@ -128,9 +129,10 @@ def subject_of(args: argparse.Namespace) -> Subject:
             scenario.fixed_in,
             lambda mode, out, image: scenario_runner(scenario, mode, out=out, base_image=image),
             lambda catalog, c, mode: why_not(catalog, scenario, c, mode),
+            scenario.unfixed.get,
         )
     from runrecord.schedule import load_schedule
-    from runrecord.schedule_expect import fixed_in
+    from runrecord.schedule_expect import fixed_in, never_fixed
     from suites.explore.replay_cli import in_mode
 
     path = Path(args.schedule)
@@ -142,6 +144,7 @@ def subject_of(args: argparse.Namespace) -> Subject:
         fixed_in(schedule.expect),
         lambda mode, out, image: schedule_runner(schedule, path.stem, out=out, base_image=image),
         lambda catalog, c, mode: schedule_why_not(catalog, schedule, c, mode),
+        lambda mode: never_fixed(schedule.expect, mode),
     )
 
 
@@ -206,6 +209,7 @@ def main(args: argparse.Namespace) -> int:
         cache,
         direction=direction,
         fixed_in=scenario.fixed_in,
+        unfixed=scenario.unfixed(mode),
         on_step=show,
     )
     for line in result.summary():

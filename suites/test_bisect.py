@@ -85,6 +85,35 @@ def test_a_fix_later_than_fixed_in_is_a_finding():
     assert "2.1.1 still behaves as broken" in result.comparison
 
 
+def test_a_fix_where_the_scenario_declares_none_is_a_finding():
+    # kafka-20716, kip-903 in ZooKeeper mode: declared never fixed in the mode searched.
+    cands = releases("3.0.0", "3.9.2")
+    runner = Simulated(fixed_at("3.5.0"))
+    never = "unclean elections cannot guarantee exactly-once"
+    result = bisect(cands, runner, unfixed=never)
+    assert result.answer.label == "3.5.0"
+    assert result.agrees is False and result.exit_code == EXIT_DISAGREES
+    assert f"never fixed in this mode ({never}), but 3.5.0 behaves as fixed" in result.comparison
+    # A regression's good end contradicts it as well.
+    behaves = Simulated(fixed_at("3.5.0", before="consistent", after="reproduced"))
+    regression = bisect(cands, behaves, direction=REGRESSION, unfixed=never)
+    assert regression.exit_code == EXIT_DISAGREES
+    assert "but 3.4.1 behaves as fixed" in regression.comparison
+
+
+def test_never_fixed_is_read_from_a_schedules_expect():
+    from runrecord.schedule_expect import Expectation, never_fixed
+
+    unfixed = (Expectation("hanging", modes=("kraft",)),)
+    assert "hanging on every release in kraft mode" in never_fixed(unfixed, "kraft")
+    assert never_fixed(unfixed, "zk") is None
+    fixed = (Expectation("diverged", before="2.0.0"), Expectation("consistent"))
+    assert never_fixed(fixed, "zk") is None
+    since = (Expectation("consistent", before="4.3.0"), Expectation("hanging", since="4.3.0"))
+    said = "its expect names hanging on every release from 4.3.0 in kraft mode"
+    assert never_fixed(since, "kraft") == said
+
+
 def test_a_regression_good_before_bad():
     cands = releases("3.0.0", "3.9.2")  # --good 3.0.0 (older), --bad 3.9.2
     runner = Simulated(fixed_at("3.6.1", before="consistent", after="diverged"))
