@@ -5,7 +5,6 @@ what they did, and the check below is what proves it.
 """
 
 import contextlib
-import os
 
 import pytest
 from confluent_kafka import Producer
@@ -14,6 +13,7 @@ from kazoo.exceptions import NoNodeError
 from checkers.checkpoints import read_offset_checkpoint
 from checkers.segments import scan_partition
 from faults import controller, elections, network, power, process, replication, session
+from fixtures.ci import require
 from fixtures.errors import NotReached
 from fixtures.waiting import wait_until
 from observe.controller import active_controller
@@ -246,8 +246,7 @@ def test_faults_power_loss_on_disks(cluster_factory):
     one synced; it records, per file, the bytes it dropped."""
     from fixtures.crashfs import unavailable
 
-    if unavailable() and not os.environ.get("CI"):
-        pytest.skip(unavailable())
+    require(unavailable())
     cluster = cluster_factory(power_model="unsynced")
     cluster.create_topic("d", [[1, 2, 3]])
     b3 = cluster.broker(3)

@@ -38,6 +38,7 @@ from checkers.segments import iter_partition_rows, list_segments, scan_partition
 from checkers.tests.test_fuzz import EXAMPLES, METADATA_SEEDS, REAL, SEGMENT_SEEDS, mutated
 from checkers.tests.test_metadata_log import build_history
 from checkers.walk import iter_batch_chunks, iter_batch_rows, iter_batch_rows_native
+from fixtures.ci import require
 from testsupport import craft, damage
 from testsupport import runs as crafted
 
@@ -46,7 +47,6 @@ try:
 except ImportError:
     logfork_native = None
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PATH = "/x/t-0/00000000000000000000.log"
 SEGMENT = "00000000000000000000.log"
 
@@ -59,9 +59,7 @@ def _need_native() -> None:
         "the native extension logfork_native is not installed: build it with "
         "`.venv/bin/pip install ./native` (cargo from rustup on PATH); .ci/run does"
     )
-    if IN_CI:
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    require(message)
 
 
 @contextlib.contextmanager

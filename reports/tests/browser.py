@@ -8,14 +8,13 @@ machine and fail without it in CI (``CI`` set), where it is part of the setup.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from fixtures.ci import require
 
 # Chromium's own services, which it may call at start whatever the flags; a report never
 # names them, so a request to them is not the page's.
@@ -35,10 +34,8 @@ def chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    message = "headless Chromium is not installed (Debian package: chromium)"
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    require("headless Chromium is not installed (Debian package: chromium)")
+    raise AssertionError("unreachable: require() fails or skips")
 
 
 def _flags(profile: Path, net_log: Path) -> list[str]:
