@@ -4,9 +4,9 @@ against KIP-704's text.
 Broker A (b1) leads with B (b2) in sync; B dies and falls out of the ISR, A writes on; A
 dies; B comes back and is elected uncleanly. The partition's full state history (every
 version of the ZooKeeper state znode, or every PartitionRecord and PartitionChangeRecord of
-the KRaft metadata log) is checked against the KIP's invariants. Then B is held in
-RECOVERING by cutting it off from the controller, A catches up, and B is probed with the
-five requests the KIP says a recovering leader refuses.
+the KRaft metadata log) is checked against the KIP's invariants. Then, once B itself
+leads, B is held in RECOVERING by cutting it off from the controller, A catches up, and B
+is probed with the five requests the KIP says a recovering leader refuses.
 
 The result is a conformance table: each statement of the KIP, what the release did, and
 whether that conforms or departs. The scenario fails only when an invariant Kafka does
@@ -85,6 +85,43 @@ def _stop(ctx: RunContext, broker_id: int) -> None:
         raise NotReached(exc.what, str(exc.last)) from None
 
 
+def _await_leading(
+    cluster: Cluster, elected: PartitionState, *, timeout: float = 60.0
+) -> wire.Answer:
+    """Wait until B itself leads at the elected epoch, before it is cut off.
+
+    The election shows where the controller wrote it before B hears of it: a ZooKeeper-mode
+    controller writes the state znode, then sends B its LeaderAndIsr
+    (PartitionStateMachine.electLeaderForPartitions); a KRaft broker replays the record on
+    its next metadata fetch. Cut off before that, B keeps an older leader epoch (in ZooKeeper
+    mode -1: ReplicaManager.makeFollowers skipped it, "the new leader -1 is unavailable") and
+    answers A's fetches at the new epoch UNKNOWN_LEADER_EPOCH
+    (Partition.checkCurrentLeaderEpoch), which A's fetcher retries with a debug line only
+    (AbstractFetcherThread.processFetchRequest): A never learns where to truncate (CI, 3.9.2
+    under load: A stuck at 10, B at 5). Not Kafka's doing: A truncates once B leads.
+    OffsetForLeaderEpoch at the current epoch passes the same check as a follower's fetch
+    (Partition.lastOffsetForLeaderEpoch and fetchRecords: getLocalLog, leader required)."""
+    port = cluster.broker(B).published[EXTERNAL_PORT]
+    epoch = elected.leader_epoch or 0
+
+    def ask() -> wire.Answer:
+        with wire.Connection("127.0.0.1", port) as conn:
+            return conn.offset_for_leader_epoch(TOPIC, 0, epoch, epoch)
+
+    try:
+        answer = wait_until(
+            ask,
+            lambda answer: answer.error == "NONE",
+            timeout=timeout,
+            what=f"broker {B} itself leading {TOPIC}-0 at epoch {epoch} (OffsetForLeaderEpoch)",
+            describe=lambda answer: f"{answer.error} ({answer.detail})",
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, str(exc.last)) from None
+    cluster.timeline.record("note", "leading", broker=B, epoch=epoch, detail=answer.detail)
+    return answer
+
+
 def _raw_zk_state(cluster: Cluster) -> dict[str, Any]:
     data, _ = cluster.zk_client().get(zk_state_path(TOPIC, 0))
     return json.loads(data)
@@ -103,9 +140,11 @@ def body(ctx: RunContext) -> Finding:
     _stop(ctx, A)
     process.restart(cluster, cluster.broker(B))
     elected = elections.elect_unclean(cluster, TOPIC, to=B)
+    _await_leading(cluster, elected)
 
-    # 4. Hold B in RECOVERING: cut it off from the controller, so the AlterPartition that
-    # would follow A catching up cannot land; then probe B.
+    # 4. Hold B in RECOVERING: cut it off from the controller. B then never hears that A is
+    # back (its metadata keeps A dead or fenced, so Partition.isReplicaIsrEligible keeps A
+    # out of the ISR), nor could its AlterPartition land; then probe B.
     controllers = _controller_nodes(cluster)
     cut = network.isolate(cluster, cluster.broker(B), controllers)
     try:
