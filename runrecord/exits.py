@@ -1,4 +1,4 @@
-"""The exit codes every logfork command shares; each command's table in the README says
+"""The exit codes every logfork command shares; the exit-code table in docs/cli.md says
 which of them it uses and what each means there."""
 
 from __future__ import annotations
