@@ -9,14 +9,17 @@ Each scenario and the report judge acknowledged-write loss here and nowhere else
 - lost: the record at the acknowledged offset is missing or is another record. An
   acks=all write promises to survive a leader's failure (`runrecord.history.DURABLE_ACKS`);
   an acks=1 write may be lost when its leader fails before a follower copies it.
-- below log start: retention deleted the offset; counted apart, never as lost.
+- below log start: retention or DeleteRecords deleted the offset (the caller says up to
+  where: `deleted_below`); counted apart, never as lost. A log start past an acknowledged
+  write that nothing deleted on purpose is a loss.
 - compacted: the record is gone from an offset the log cleaner rewrote, and a later write
   of its key (a newer value or a tombstone, in the log or acknowledged in the history)
   superseded it, or it is a tombstone the cleaner removed past its delete horizon:
   compaction removed it on purpose (LogCleaner); counted apart, never as lost.
 - aborted: the write belonged to a transaction its producer aborted: it was never meant to
   be read (KIP-98); counted apart, never as lost.
-- unverifiable: the batch holding the offset could not be decoded.
+- unverifiable: the batch holding the offset could not be decoded: the check cannot say
+  whether the write survived, so a run with any is not judged (`HistoryCheck.unjudged`).
 - duplicated: an acknowledged value found at more than one offset.
 - out of order: acknowledged values whose places in the log do not follow the order they
   were acknowledged in.
@@ -59,14 +62,17 @@ class ReadLog:
 
     items: Sequence[Record]
     name: str = "the consumer's read"
-    log_start: int = 0
+    # The partition's log start as its leader answered it; None: where the read began. (A
+    # given 0 is a log start like any other: a read that begins past it lost what it skipped.)
+    log_start: int | None = None
     log_end: int = 0
     cleaned_below: int = 0
 
     def __post_init__(self) -> None:
         self._by_offset = {r.offset: r for r in self.items}
+        if self.log_start is None:
+            self.log_start = self.items[0].offset if self.items else 0
         if self.items:
-            self.log_start = self.log_start or self.items[0].offset
             self.log_end = max(self.log_end, self.items[-1].offset + 1)
 
     def at(self, offset: int) -> Record | str | None:
@@ -110,6 +116,17 @@ class HistoryCheck:
         """No acknowledged write lost, duplicated or reordered."""
         return not (self.lost_count or self.duplicated or self.out_of_order)
 
+    @property
+    def unjudged(self) -> str:
+        """Why the check could not judge every acknowledged write ("" when it could): a
+        write in a batch that does not decode may or may not have survived."""
+        if not self.unverifiable:
+            return ""
+        return (
+            f"{self.unverifiable} acknowledged write(s) of {self.reference} lie in batches "
+            "that could not be decoded"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "acked": self.acked,
@@ -120,6 +137,7 @@ class HistoryCheck:
             "compacted": self.compacted,
             "aborted": self.aborted,
             "unverifiable": self.unverifiable,
+            "unjudged": self.unjudged,
             "duplicated": self.duplicated,
             "out_of_order": self.out_of_order,
             "reference": self.reference,
@@ -191,10 +209,13 @@ def check_history(
     *,
     others: Sequence[PartitionLog] = (),
     order: bool = True,
+    deleted_below: int = 0,
 ) -> HistoryCheck:
     """Check the acknowledged `sends` (`runrecord.history.Send`s, or dicts of their fields)
     of one partition against its final `log`; `others` (the other replicas) say who still holds a
-    lost write. With no log at all (no replica on disk), every write is lost."""
+    lost write. With no log at all (no replica on disk), every write is lost. Below
+    `deleted_below` retention or DeleteRecords removed records on purpose; a write below the
+    log start and above it is lost."""
     plain = [s if isinstance(s, Mapping) else vars(s) for s in sends]  # dicts or `Send`s
     acked = [s for s in plain if s.get("offset") is not None and s.get("error") is None]
     acked.sort(key=lambda s: (int(s["offset"]), s.get("acked") or 0.0))
@@ -227,8 +248,16 @@ def check_history(
     superseded = _Superseded(log, acked)
     for send in acked:
         offset = int(send["offset"])
-        if offset < log.log_start:
+        if offset < log.log_start and offset < deleted_below:
             check.below_log_start += 1
+            continue
+        if offset < log.log_start:
+            held = [_holder(o) for o in others if matches(o.at(offset), send)]
+            why = (
+                f"{log.name} starts at offset {log.log_start}, past it, and no retention or "
+                "DeleteRecords removed it"
+            )
+            lose(send, why, sorted(h for h in held if h is not None))
             continue
         record = log.at(offset)
         if matches(record, send):

@@ -42,6 +42,8 @@ class JudgeConfig:
     brief_runs: frozenset[str] = frozenset()  # runs with more than DETAILED_UP_TO partitions
     # (run, topic, partition) -> what the transaction coordinators completed (`decide.Known`)
     decisions: dict[tuple[str, str, int], PartitionDecisions] = field(default_factory=dict)
+    # (run, topic, partition) -> below it the run's DeleteRecords removed records on purpose
+    deleted: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
 
 def replica_info(lin: Lineage) -> dict[str, Any]:
@@ -64,17 +66,21 @@ def replica_info(lin: Lineage) -> dict[str, Any]:
 
 
 def history(
-    lineages: Sequence[Lineage], reference: Lineage | None, sends: Sequence[Mapping[str, Any]]
+    lineages: Sequence[Lineage],
+    reference: Lineage | None,
+    sends: Sequence[Mapping[str, Any]],
+    deleted_below: int = 0,
 ) -> dict[str, Any] | None:
     """The history check of a partition's acknowledged sends against the reference replica
-    on disk; None when the run recorded no send to it."""
+    on disk (`checkers.history.check_history`, `deleted_below` as there); None when the run
+    recorded no send to it."""
     if not sends:
         return None
     logs = {lin.broker_id: ReplicaLog(lin) for lin in lineages}
     try:
         log = None if reference is None else logs[reference.broker_id]
         others = [o for b, o in logs.items() if reference is None or b != reference.broker_id]
-        return check_history(sends, log, others=others).to_dict()
+        return check_history(sends, log, others=others, deleted_below=deleted_below).to_dict()
     finally:
         for log in logs.values():
             log.close()
@@ -86,12 +92,13 @@ def report_data(
     sends: Sequence[Mapping[str, Any]],
     *,
     brief: bool = False,
+    deleted_below: int = 0,
 ) -> dict[str, Any]:
     """What the report shows of one partition beyond `PartitionVerdict.to_dict()`; `brief`
     leaves out the diagram and replays of a consistent partition that lost no write."""
     by_id = {lin.broker_id: lin for lin in lineages}
     reference = by_id[verdict.leader] if verdict.leader in by_id else pick_leader(lineages)
-    loss = history(lineages, reference, sends)
+    loss = history(lineages, reference, sends, deleted_below)
     lost = bool(loss and loss["lost_count"])
     detailed = not brief or verdict.status != CONSISTENT or lost
     versions = [
@@ -170,7 +177,9 @@ def partition_row(
             row.report = plain({"loss": history([], None, sends), "replicas": []})
         return row
     row.status, row.verdict = verdict.status, verdict
-    row.report = plain(report_data(lineages, verdict, sends, brief=run in config.brief_runs))
+    deleted = config.deleted.get((run, *tp), 0)
+    brief = run in config.brief_runs
+    row.report = plain(report_data(lineages, verdict, sends, brief=brief, deleted_below=deleted))
     return row
 
 

@@ -17,7 +17,7 @@ from checkers.metadata_log import METADATA_TOPICS, MetadataLog
 from checkers.protocol import RecoveryState
 from reports.judge import DETAILED_UP_TO, UNREAD, JudgeConfig, PartitionRow
 from reports.sources import RunSource
-from runrecord.events import EventKind
+from runrecord.events import EventKind, deleted_below
 from runrecord.states import StateRecord
 
 
@@ -87,6 +87,11 @@ def judge_config(sources: Sequence[RunSource], known: dict[str, decide.Known]) -
         ),
         decisions={
             (s.key, *tp): by_pe for s in sources for tp, by_pe in known[s.key].decisions.items()
+        },
+        deleted={
+            (s.key, *tp): offset
+            for s in sources
+            for tp, offset in deleted_below(s.artifacts.timeline).items()
         },
     )
 

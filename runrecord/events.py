@@ -23,6 +23,10 @@ class EventKind(StrEnum):
     STEP = "step"  # a schedule's step: done, skipped (with what was observed) or rejected
 
 
+# A fault event: DeleteRecords moved a partition's log start to `data["offset"]` (KIP-107).
+DELETE_RECORDS = "delete-records"
+
+
 @dataclass
 class Event:
     kind: EventKind
@@ -44,3 +48,14 @@ class Event:
         """Text lines a step attached (the model's rounds, say)."""
         lines = self.data.get("lines")
         return [str(x) for x in lines] if isinstance(lines, list) else []
+
+
+def deleted_below(events: list[Event]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the offset below which the run's DeleteRecords removed its
+    records on purpose: what explains a log start past acknowledged writes."""
+    out: dict[tuple[str, int], int] = {}
+    for e in events:
+        if e.kind == EventKind.FAULT and e.name == DELETE_RECORDS and e.topic is not None:
+            tp = (e.topic, e.partition or 0)
+            out[tp] = max(out.get(tp, 0), int(e.data["offset"]))
+    return out

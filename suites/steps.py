@@ -14,19 +14,30 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from checkers.audit import audit
+from checkers.audit import AuditResult, audit
 from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
-from checkers.history import DURABLE_ACKS, HistoryCheck, check_history
+from checkers.errors import LogReadError
+from checkers.history import DURABLE_ACKS, HistoryCheck, ReadLog, check_history
 from checkers.model import TruncationResult, truncate_follower
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from checkers.verdict import PartitionVerdict
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.errors import NotReached
-from fixtures.waiting import WaitTimeout, wait_until
+from fixtures.waiting import NOT_YET, WaitTimeout, wait_until
 from observe.replicas import replica
 from observe.state import PartitionState, partition_state, wait_state
+from runrecord.events import deleted_below
 from runrecord.history import Send
-from runrecord.outcome import CONSISTENT, DIVERGED, LOST, STUCK, Symptom
+from runrecord.outcome import (
+    CONSISTENT,
+    DIVERGED,
+    DUPLICATE_SEQUENCE,
+    HANGING,
+    LOST,
+    STUCK,
+    TORN_TRANSACTION,
+    Symptom,
+)
 from suites.convergence import Convergence, converge
 from suites.scenario import Finding, RunContext
 from suites.workload import delivery, read_partition
@@ -65,7 +76,7 @@ def checkpointed_hw(cluster: Cluster, broker_id: int, topic: str) -> int | None:
     path = cluster.broker(broker_id).data_dir / REPLICATION_OFFSET_CHECKPOINT
     try:
         return read_offset_checkpoint(path).get((topic, 0))
-    except Exception:  # noqa: BLE001 - mid-rewrite or absent: no value yet
+    except (OSError, LogReadError):  # mid-rewrite or absent: no value yet
         return None
 
 
@@ -294,7 +305,7 @@ def _await_checkpointed_high_watermarks(
     a stuck partition's high watermark may never get there."""
     try:
         leader = partition_state(ctx.cluster, topic).leader
-    except Exception:  # noqa: BLE001 - no state, no leader to wait for
+    except NOT_YET:  # no state, no leader to wait for
         return
     if leader not in replicas:
         return
@@ -348,12 +359,26 @@ def judge_partitions(
     dirs = [d for node in ctx.cluster.brokers.values() for d in node.log_dirs]
     result = audit(dirs, topic=topic, protocol=ctx.release.protocol, txn_timeout_ms=txn_timeout_ms)
     ctx.run.write_audit(result.to_dict())
+    return judged(result, topic, partitions)
+
+
+def judged(result: AuditResult, topic: str, partitions: list[int]) -> list[PartitionVerdict]:
+    """The audit's verdicts for the partitions, or not reached: a partition with no
+    replica on disk, or an input the audit could not read (it may hide any partition's
+    data, as explore's judge holds too), named with its file and byte."""
     found = {v.partition: v for v in result.partitions if v.topic == topic}
+    errors = [str(e.error) for e in result.errors]
     missing = [p for p in partitions if p not in found]
     if missing:
         raise NotReached(
             f"the checker reading {topic}-{missing[0]} on disk",
-            f"no replica found; errors: {[str(e.error) for e in result.errors]}",
+            f"no replica found; errors: {errors}",
+        )
+    if errors:
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise NotReached(
+            f"the checker reading every log dir holding {topic}",
+            f"unreadable input: {'; '.join(errors[:3])}{more}",
         )
     return [found[p] for p in partitions]
 
@@ -373,6 +398,18 @@ def model_vs_brokers(
         "actual": actual,
         "agree": prediction.outcome.value == actual,
     }
+
+
+def require_settled(convergence: Convergence, what: str, *, stuck_ok: bool = True) -> None:
+    """The replicas converged, or a follower stopped for good (`stuck_ok`): what a verdict
+    on them needs. An unconverged follower's log is a prefix of its leader's for no reason
+    but its lag: judged so, the partition would pass as consistent."""
+    if convergence.converged or (stuck_ok and convergence.stuck):
+        return
+    stuck = f", stuck {convergence.stuck}" if convergence.stuck else ""
+    raise NotReached(
+        what, f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}{stuck}"
+    )
 
 
 def conclude(
@@ -409,17 +446,31 @@ def conclude(
     if verdict.status == "diverged":
         observed = divergence(verdict)
         return Finding(observed, f"replicas {observed.describe()}{said}", details, predicted)
-    if not convergence.converged:
-        raise NotReached(
-            f"broker {follower} converging with broker {leader}",
-            f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}",
-        )
+    require_settled(convergence, f"broker {follower} converging with broker {leader}")
     return Finding(Symptom(CONSISTENT), f"{converged}{said}", details, predicted)
 
 
 def divergence(verdict: PartitionVerdict) -> Symptom:
     """The audit's divergence as a symptom."""
     return Symptom(DIVERGED, verdict.diverged_at, below_high_watermark=verdict.below_high_watermark)
+
+
+def disk_symptom(verdict: PartitionVerdict) -> Symptom | None:
+    """What the disk audit found in a partition, as a symptom: its divergence, else its
+    first transaction finding (a hanging or torn transaction, a duplicated sequence); None
+    when it found nothing."""
+    if verdict.status == "diverged":
+        return divergence(verdict)
+    found = verdict.transactions
+    if found.hanging:
+        first = found.hanging[0]
+        return Symptom(HANGING, first.first_offset, replicas=list(first.brokers))
+    if found.torn:
+        return Symptom(TORN_TRANSACTION, found.torn[0].first_offset)
+    if found.duplicates:
+        first_copy = found.duplicates[0]
+        return Symptom(DUPLICATE_SEQUENCE, first_copy.first_offset, replicas=[first_copy.broker])
+    return None
 
 
 def loss_symptom(history: HistoryCheck, verdict: PartitionVerdict | None) -> Symptom:
@@ -431,6 +482,28 @@ def loss_symptom(history: HistoryCheck, verdict: PartitionVerdict | None) -> Sym
     if verdict is not None and verdict.status == "diverged":
         return divergence(verdict)
     return Symptom(CONSISTENT)
+
+
+def check_acknowledged(
+    ctx: RunContext,
+    topic: str,
+    sends: list[Send],
+    final: ReadLog | None = None,
+    *,
+    partition: int = 0,
+    order: bool = True,
+) -> HistoryCheck:
+    """The history check of a partition's acknowledged `sends` against its `final` log (by
+    default read back from its leader now), below the offsets the run's DeleteRecords
+    removed. A write the check cannot see (in a batch that does not decode) leaves the run
+    not reached: whether it survived is unknown."""
+    final = final or read_partition(ctx.cluster, topic, partition)
+    deleted = deleted_below(ctx.timeline.events).get((topic, partition), 0)
+    check = check_history(sends, final, order=order, deleted_below=deleted)
+    if check.unjudged:
+        raise NotReached(f"the history check of {topic}-{partition} seeing every write",
+                         check.unjudged)  # fmt: skip
+    return check
 
 
 def offset_ranges(offsets: list[int]) -> str:
@@ -460,14 +533,9 @@ def judge_loss(
     two verdicts in a sentence, details). `since`: as for converge(); `txn_timeout_ms`: as
     for judge()."""
     convergence = converge(ctx, topic, replicas, timeout=timeout, since=since)
-    if not convergence.converged:
-        raise NotReached(
-            f"replicas {replicas} converging after the faults",
-            f"isr {list(convergence.isr)}, log ends {convergence.log_end_offsets}, "
-            f"stuck {convergence.stuck}",
-        )
+    require_settled(convergence, f"replicas {replicas} converging after the faults", stuck_ok=False)
     verdict = judge(ctx, topic, txn_timeout_ms=txn_timeout_ms)
-    history = check_history(sends, read_partition(ctx.cluster, topic))
+    history = check_acknowledged(ctx, topic, sends)
     by_acks = {
         acks: offset_ranges([w.offset for w in history.lost if w.acks == acks])
         for acks in sorted({w.acks for w in history.lost})

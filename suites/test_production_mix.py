@@ -18,6 +18,8 @@ pytestmark = pytest.mark.cluster
 
 def test_production_mix(kafka_target, logfork_runs, request, tmp_path: Path) -> None:
     verdict = run_scenario("production-mix", kafka_target, logfork_runs, request)
+    txns = verdict.details["transactions"]
+    assert txns["committed"] > 0 and txns["renewed"] == 0, txns
     run_dir = Path(verdict.run_dir)
     assert logfork(["audit", str(run_dir)]) == 0
 

@@ -81,3 +81,45 @@ def test_writes_of_aborted_transactions_are_not_lost() -> None:
     # A committed write missing is lost.
     check = check_history([send(2, "t2", "z", transaction=COMMITTED)], read)
     assert check.lost_count == 1
+
+
+def test_a_log_start_past_acknowledged_writes_that_nothing_deleted_loses_them() -> None:
+    # The leader answers log start 3: writes 0-2 are gone, and no DeleteRecords or
+    # retention removed them.
+    read = ReadLog([rec(o, f"k{o}", f"a{o}") for o in range(3, 5)], log_start=3, log_end=5)
+    check = check_history(WRITES[:5], read)
+    assert (check.lost_count, check.below_log_start, check.present) == (3, 0, 2)
+    assert "starts at offset 3, past it" in check.lost[0].why
+    # Deleted on purpose below 3 (DeleteRecords): counted apart, never as lost.
+    check = check_history(WRITES[:5], read, deleted_below=3)
+    assert (check.lost_count, check.below_log_start) == (0, 3)
+
+
+def test_a_read_that_begins_past_a_log_start_of_0_lost_what_it_skipped() -> None:
+    # log start 0 is a log start like any other (it was once taken for "none given").
+    read = ReadLog([rec(o, f"k{o}", f"a{o}") for o in range(2, 5)], log_start=0, log_end=5)
+    check = check_history(WRITES[:5], read)
+    assert [w.offset for w in check.lost] == [0, 1]
+
+
+def test_a_write_in_a_batch_that_does_not_decode_leaves_the_check_unjudged(
+    tmp_path: Path,
+) -> None:
+    records = [rec(o, f"k{o}", f"a{o}") for o in range(5)]
+    first = encode_records_batch(0, records, last_offset=4, leader_epoch=1)
+    tail = [rec(5, "k0", "b5"), rec(6, "k1", None)]
+    second = encode_records_batch(5, tail, last_offset=6, leader_epoch=1)
+    damaged = bytearray(first)
+    damaged[22] |= 0x01  # attributes: gzip, which its records are not; its CRC fails too
+    for name, segment in (("whole", first), ("damaged", bytes(damaged))):
+        log_dir = craft.write_cleaned_replica(tmp_path / name, 1, T, [[segment, second]])
+        (task,) = plan_audit([log_dir]).tasks
+        check = check_history(WRITES, ReplicaLog(read_task(task)))
+        if name == "whole":
+            assert (check.present, check.unjudged) == (7, "")
+            continue
+        assert (check.unverifiable, check.lost_count, check.present) == (5, 0, 2)
+        assert check.unjudged == (
+            "5 acknowledged write(s) of replica 1 lie in batches that could not be decoded"
+        )
+        assert check.to_dict()["unjudged"] == check.unjudged

@@ -92,6 +92,8 @@ def observe(
             unjudged = f"the disk audit gave no verdict for {topic}-{p}"
         elif p not in checks:
             unjudged = f"the acknowledged writes of {topic}-{p} were not checked"
+        elif (checks[p] or {}).get("unjudged"):
+            unjudged = checks[p]["unjudged"]
         if errors:  # an input the audit could not read may hide any partition's data
             unjudged = "; ".join([*filter(None, [unjudged]), f"audit errors: {errors[:3]}"])
         loss = checks.get(p) or {}

@@ -169,7 +169,6 @@ def _body(ctx: RunContext, producer: TransactionalProducer) -> Finding:
     outcome = producer.commit()
     check, seen = _reads(ctx)
     verdicts = steps.judge_partitions(ctx, TOPIC, [0, 1])
-    disk = [v for v in verdicts if v.status == "diverged" or v.transactions.found]
     details = {
         "roles": vars(roles),
         # The cluster's finalized transaction.version (KRaft; 2 from 4.0): the coordinator
@@ -192,8 +191,14 @@ def _body(ctx: RunContext, producer: TransactionalProducer) -> Finding:
         f"N's EndTxn held and retried; N+1 wrote b at {b.offset} on p0; the late EndTxn "
         + ("ended N+1 early" if ended_early else "left N+1 alone")
         + f"; N+1 then {outcome}; read_committed read p0: {seen['p0']}; p1: {seen['p1']}"
-        + (f"; the disk audit found {[(v.partition, v.status) for v in disk]}" if disk else "")
     )
+    # What the disk shows comes first: the reads judge what the coordinator wrote only
+    # where the replicas agree on it.
+    found = [(v, s) for v in verdicts if (s := steps.disk_symptom(v)) is not None]
+    if found:
+        v, symptom = found[0]
+        return Finding(symptom, f"{story}; the disk audit of p{v.partition}: {symptom.describe()}",
+                       details)  # fmt: skip
     torn = check.of(TORN)
     if torn:
         return Finding(Symptom(TORN, offset=torn[0].offset), f"{story}: {TORN}", details)

@@ -7,7 +7,6 @@ leader epochs replaced the high watermark as the truncation point.
 
 from __future__ import annotations
 
-from checkers.history import check_history
 from faults import network, power, process
 from observe.replicas import replica, spans
 from observe.state import PartitionState, partition_state
@@ -16,7 +15,6 @@ from runrecord.power import CUT, POWER_MODELS
 from suites import broker_logs, steps
 from suites.convergence import converge
 from suites.scenario import Finding, RunContext, Scenario, Topic
-from suites.workload import read_partition
 
 A, B, C = 1, 2, 3
 
@@ -74,8 +72,9 @@ def s1_body(ctx: RunContext) -> Finding:
     steps.await_leader(cluster, S1, A, what="A elected after B failed")
     process.restart(cluster, b)
     convergence = converge(ctx, S1, [A, B], timeout=60)
+    steps.require_settled(convergence, "B converging with A after its restart", stuck_ok=False)
     verdict = steps.judge(ctx, S1)
-    history = check_history(m1 + m2, read_partition(cluster, S1))
+    history = steps.check_acknowledged(ctx, S1, m1 + m2)
     details = {
         "a_after_restart": spans(after_restart),
         "history": history.to_dict(),

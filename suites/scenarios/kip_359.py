@@ -20,13 +20,12 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from checkers.history import check_history
 from faults import network, session
 from fixtures.cluster import ClusterSpec
 from fixtures.waiting import wait_until
 from observe.state import PartitionState, partition_state
 from runrecord.history import Send
-from runrecord.outcome import CONSISTENT, VIOLATED, Symptom
+from runrecord.outcome import CONSISTENT, STUCK, VIOLATED, Symptom
 from suites import steps
 from suites.convergence import Convergence, converge
 from suites.scenario import Finding, RunContext, Scenario, Topic
@@ -120,6 +119,7 @@ def body(ctx: RunContext) -> Finding:
         for cut in client_cuts:
             cut.heal()
     convergence = converge(ctx, TOPIC, [L, F], timeout=90)
+    steps.require_settled(convergence, f"L (b{L}) converging with F (b{F}) after the heal")
     verdict = steps.judge(ctx, TOPIC)
     final = read_partition(cluster, TOPIC)
     return _measure(
@@ -138,8 +138,8 @@ def _measure(
 ) -> Finding:
     elected_at, closed_at = window
     sends = ctx.history.sends
-    acks1 = check_history(ctx.history.acknowledged("1"), final, order=False)
-    acks_all = check_history(ctx.history.acknowledged("all"), final)
+    acks1 = steps.check_acknowledged(ctx, TOPIC, ctx.history.acknowledged("1"), final, order=False)
+    acks_all = steps.check_acknowledged(ctx, TOPIC, ctx.history.acknowledged("all"), final)
     truncated = acks1.lost  # the zombie's writes that F's log replaced (the first 100)
     fenced = [
         s
@@ -182,6 +182,10 @@ def _measure(
         if observed.kind == CONSISTENT:  # duplicated or reordered, none lost
             observed = Symptom(VIOLATED)
         return Finding(observed, f"acks=all: {acks_all.line()}; {cost}; {fence}", details)
+    if convergence.stuck:
+        line = next(iter(convergence.stuck.values()))
+        observed = Symptom(STUCK, replicas=sorted(convergence.stuck))
+        return Finding(observed, f"a follower is stuck (log: {line}); {cost}", details)
     if verdict.status == "diverged":
         observed = steps.divergence(verdict)
         return Finding(observed, f"replicas {observed.describe()}; {cost}", details)

@@ -23,12 +23,13 @@ from confluent_kafka.admin import NewTopic
 from checkers.audit import audit
 from checkers.checkpoints import read_meta_properties
 from checkers.metadata_log import METADATA_TOPICS, decode_metadata_log
+from checkers.verdict import PartitionVerdict
 from faults import controller, process
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.config import new_cluster_id
 from fixtures.errors import NotReached
 from fixtures.nodes import Node
-from fixtures.waiting import WaitTimeout, wait_until
+from fixtures.waiting import NOT_YET, WaitTimeout, wait_until
 from observe import kraft
 from runrecord.outcome import CONSISTENT, VIOLATED, Symptom
 from suites import broker_logs, steps
@@ -64,7 +65,7 @@ class Churn(threading.Thread):
             try:
                 future.result(timeout=20)
                 self.created += 1
-            except Exception:  # noqa: BLE001 - refused during a failover: the next one retries
+            except NOT_YET:  # refused during a failover: the next one retries
                 self.failed += 1
 
     def finish(self) -> None:
@@ -168,22 +169,30 @@ def failover_body(ctx: RunContext) -> Finding:
     # truncate once they follow the new leader (KIP-595): give them time to do so.
     timeline.phase("convergence")
 
-    def judged():
+    def judged() -> PartitionVerdict | None:
         result = audit([n.data_dir for n in controllers], topic=METADATA)
-        return next(p for p in result.partitions if p.topic == METADATA)
+        return next((p for p in result.partitions if p.topic == METADATA), None)
+
+    def shown(v: PartitionVerdict | None) -> str:
+        if v is None:
+            return "no metadata log read"
+        return f"{v.status} at {v.diverged_at}, ends {v.log_end_offsets}"
 
     with contextlib.suppress(WaitTimeout):  # if they never agree, the check below says so
         wait_until(
             judged,
-            lambda v: v.status == "consistent" and len(v.replicas) == 3,
+            lambda v: v is not None and v.status == "consistent" and len(v.replicas) == 3,
             timeout=90,
             what="the controllers' metadata logs to agree",
-            describe=lambda v: f"{v.status} at {v.diverged_at}, ends {v.log_end_offsets}",
+            describe=shown,
         )
     timeline.phase("check")
     result = audit([n.data_dir for n in controllers], topic=METADATA)
     ctx.run.write_audit(result.to_dict())
-    verdict = next(p for p in result.partitions if p.topic == METADATA)
+    verdict = steps.judged(result, METADATA, [0])[0]
+    # Judged on fewer than the three logs it waited for, agreement would be a prefix's.
+    ctx.expect(len(verdict.replicas) == len(controllers), "every controller's metadata log read",
+               f"the logs of {sorted(verdict.replicas)} only")  # fmt: skip
     by_epoch = _leaders_by_epoch(controllers)
     doubled = {e: sorted(ids) for e, ids in by_epoch.items() if len(ids) > 1}
     details = {

@@ -15,8 +15,6 @@ checker reads) and audits every log dir.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from checkers.audit import audit
 from checkers.checkpoints import CLEAN_SHUTDOWN
 from faults import process
@@ -49,11 +47,9 @@ def body(ctx: RunContext) -> Finding:
     cluster.create_topic(TOPIC, ASSIGNMENT, TOPIC_CONFIG)
     traffic = Traffic(ctx, topic=TOPIC, partitions=len(ASSIGNMENT))
     traffic.start()
-    txns: Counter[str] = Counter()  # transactions() counts by how each round ended
     try:
         txn = {"compacted": TOPIC, "partitions": len(ASSIGNMENT), "plain": None}
-        for k, v in transactions(ctx, 4, txn_id="logfork-lagging-1", **txn).items():
-            txns[k] += v
+        txns = transactions(ctx, 4, txn_id="logfork-lagging-1", **txn)
         stopped = ctx.broker(STOPPED)
         process.kill(cluster, stopped, signal="SIGTERM")
         ctx.expect(
@@ -63,8 +59,7 @@ def body(ctx: RunContext) -> Finding:
         )
         ends = {p: replica(cluster, STOPPED, TOPIC, p).leo for p in range(len(ASSIGNMENT))}
         ctx.timeline.record("note", "lagging", broker=STOPPED, log_ends=ends)
-        for k, v in transactions(ctx, 4, txn_id="logfork-lagging-2", **txn).items():
-            txns[k] += v
+        txns += transactions(ctx, 4, txn_id="logfork-lagging-2", **txn)
 
         def past(cleaned: dict[int, dict[int, int]]) -> bool:
             return all(
@@ -95,7 +90,7 @@ def body(ctx: RunContext) -> Finding:
                [f"{v.topic}-{v.partition}" for v in verdicts])  # fmt: skip
     details = {
         "writes": traffic.sent,
-        "transactions": dict(txns),
+        "transactions": txns.counts(),
         "lagging_ends": ends,
         "cleaned": cleaned,
         "verdicts": {v.partition: v.to_dict() for v in verdicts},
@@ -105,6 +100,9 @@ def body(ctx: RunContext) -> Finding:
         where = "; ".join(f"{TOPIC}-{v.partition} at {v.diverged_at}" for v in diverged)
         return Finding(steps.divergence(diverged[0]), f"the audit says diverged: {where}",
                        details)  # fmt: skip
+    if (failed := txns.finding()) is not None:
+        return Finding(failed.observed, failed.summary, {**details, **failed.details})
+    ctx.expect(txns.committed > 0, "committed transactions to judge", txns.counts())
     named = [v.partition for v in verdicts if STOPPED in v.lagging]
     ctx.expect(named == list(range(len(ASSIGNMENT))), f"broker {STOPPED} named as lagging",
                {v.partition: v.lagging for v in verdicts})  # fmt: skip

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -34,7 +35,7 @@ from faults import elections, moves, process
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.replicas import replica
-from runrecord.outcome import CONSISTENT, Symptom
+from runrecord.outcome import CONSISTENT, VIOLATED, Symptom
 from suites import steps
 from suites.scenario import Finding, RunContext, Scenario
 from suites.workload import HistoryProducer
@@ -120,6 +121,41 @@ class Traffic(threading.Thread):
         self.producer.close(30)
 
 
+@dataclass
+class TxnRounds:
+    """How the transactional rounds ended. On healthy brokers every round commits or aborts
+    as asked: a fatal error with no fault running is a finding, never renewed away."""
+
+    committed: int = 0
+    aborted: int = 0
+    renewed: int = 0  # rounds cut short by a fatal error (0 on healthy brokers)
+    fatal: str | None = None  # the first fatal error the producer met
+
+    def __add__(self, other: TxnRounds) -> TxnRounds:
+        return TxnRounds(
+            self.committed + other.committed,
+            self.aborted + other.aborted,
+            self.renewed + other.renewed,
+            self.fatal or other.fatal,
+        )
+
+    def counts(self) -> dict[str, int]:
+        """What verdict.json keeps (`details.transactions`)."""
+        return {"committed": self.committed, "aborted": self.aborted, "renewed": self.renewed}
+
+    def finding(self) -> Finding | None:
+        """The fatal error as the verdict, where there was one: healthy brokers gave it with
+        no fault running."""
+        if self.fatal is None:
+            return None
+        return Finding(
+            Symptom(VIOLATED),
+            f"a transactional producer failed fatally with no fault running ({self.fatal}); "
+            f"transactions: {self.counts()}",
+            {"transactions": self.counts(), "fatal": self.fatal},
+        )
+
+
 def transactions(
     ctx: RunContext,
     rounds: int,
@@ -128,12 +164,11 @@ def transactions(
     partitions: int = len(ASSIGNMENT),
     plain: str | None = PLAIN,
     txn_id: str = "logfork-production-mix",
-) -> dict[str, int]:
+) -> TxnRounds:
     """Transactions into the compacted topic (and the plain one), committed and aborted in
-    turn. A producer whose end failed for good (seen once on 3.9.2: a fatal
-    INVALID_TXN_STATE from an abort, with no fault running) is made again, as an application
-    would: the new one's InitProducerId ends the transaction left open, and the round counts
-    as neither committed nor aborted."""
+    turn. A fatal error ends the rounds (seen once on 3.9.2: INVALID_TXN_STATE from an
+    abort, with no fault running): on healthy brokers it is a finding, which the caller
+    reports (`TxnRounds.finding`), not something to renew the producer past."""
     config = {
         **ctx.cluster.client_config(),
         "transactional.id": txn_id,
@@ -141,7 +176,7 @@ def transactions(
     }
     producer = Producer(config)
     producer.init_transactions(60)
-    done = {"committed": 0, "aborted": 0, "renewed": 0}
+    done = TxnRounds()
     for n in range(rounds):
         producer.begin_transaction()
         for i in range(5):
@@ -149,23 +184,20 @@ def transactions(
                              partition=n % partitions)  # fmt: skip
             if plain is not None:
                 producer.produce(plain, key=f"t{i}".encode(), value=f"txn{n}-{i}".encode())
-        end, kind = (
-            (producer.abort_transaction, "aborted")
-            if n % 2
-            else (producer.commit_transaction, "committed")
-        )
         try:
-            end(60)
+            if n % 2:
+                producer.abort_transaction(60)
+                done.aborted += 1
+            else:
+                producer.commit_transaction(60)
+                done.committed += 1
         except KafkaException as exc:
             if not exc.args[0].fatal():
                 raise
-            ctx.timeline.record("note", "transactional-producer-renewed", error=str(exc))
-            producer = Producer(config)
-            producer.init_transactions(60)
-            done["renewed"] += 1
-            continue
-        done[kind] += 1
-    ctx.timeline.record("note", "transactions", **done)
+            ctx.timeline.record("note", "transactional-producer-fatal", error=str(exc))
+            done.renewed, done.fatal = 1, str(exc)
+            break
+    ctx.timeline.record("note", "transactions", **done.counts())
     return done
 
 
@@ -270,7 +302,7 @@ def body(ctx: RunContext) -> Finding:
     traffic.start()
     try:
         txns = transactions(ctx, 10)
-        consumed = consume_committed(ctx, 5 * txns["committed"])
+        consumed = consume_committed(ctx, 5 * txns.committed)
         moved = move_between_log_dirs(ctx)
 
         # A clean restart: broker 2's leadership moves away, then comes back by a
@@ -280,7 +312,7 @@ def body(ctx: RunContext) -> Finding:
         steps.await_isr(cluster, COMPACTED, tuple(sorted(ASSIGNMENT[1])), partition=1,
                         what="broker 2 back in the ISR of compacted-1")  # fmt: skip
         elections.elect_preferred(cluster, COMPACTED, 1)
-        txns2 = transactions(ctx, 4)
+        txns += transactions(ctx, 4)
 
         try:
             proof = wait_until(
@@ -310,7 +342,7 @@ def body(ctx: RunContext) -> Finding:
     compacted = [v for v in result.partitions if v.lenient]
     details = {
         "writes": traffic.sent,
-        "transactions": {k: txns[k] + txns2[k] for k in txns},
+        "transactions": txns.counts(),
         "consumed": consumed,
         "moved": moved,
         "cleaners": proof,
@@ -326,6 +358,9 @@ def body(ctx: RunContext) -> Finding:
         where = "; ".join(f"{v.topic}-{v.partition} at {v.diverged_at}" for v in diverged)
         return Finding(steps.divergence(diverged[0]), f"the audit says diverged: {where}",
                        details)  # fmt: skip
+    if (failed := txns.finding()) is not None:
+        return Finding(failed.observed, failed.summary, {**details, **failed.details})
+    ctx.expect(txns.committed > 0, "committed transactions to judge", txns.counts())
     return Finding(
         Symptom(CONSISTENT),
         f"all {len(result.partitions)} partitions consistent, {len(compacted)} of them "

@@ -7,14 +7,13 @@ acknowledged record must be present exactly once, in order.
 
 from __future__ import annotations
 
-from checkers.history import check_history
 from faults import process
 from fixtures.cluster import ClusterSpec
 from fixtures.waiting import wait_until
 from runrecord.outcome import CONSISTENT, VIOLATED, Symptom
 from suites.scenario import Finding, RunContext, Scenario, Topic
-from suites.steps import loss_symptom
-from suites.workload import HistoryProducer, read_partition
+from suites.steps import check_acknowledged, loss_symptom
+from suites.workload import HistoryProducer
 
 TOPIC = "smoke"
 BATCH = 1000
@@ -62,7 +61,7 @@ def body(ctx: RunContext) -> Finding:
         f"all {2 * BATCH} acks=all writes acknowledged",
         f"{len(acked)} acknowledged; first error: {failed[0].error if failed else 'none'}",
     )
-    check = check_history(acked, read_partition(cluster, TOPIC))
+    check = check_acknowledged(ctx, TOPIC, acked)
     details = {"history": check.to_dict(), "killed_leader": leader, "new_leader": moved.leader}
     if not check.clean:
         observed = loss_symptom(check, None)
