@@ -38,6 +38,7 @@ from pathlib import Path
 from fixtures.releases import Release, resolve
 from runrecord.explore import ExploreRecord
 from runrecord.outcome import Outcome
+from runrecord.replay import AGREED
 from suites.explore.bench import Bench
 from suites.explore.explore import ExploreOptions, Explorer
 from suites.explore.generate import DrawOptions, explore_shape
@@ -138,7 +139,7 @@ def parallel_level(
     entries = record.schedules
     ratios = [e.seconds / e.waits for e in entries if e.waits > 0]
     judged = record.judged
-    agreed = sum(1 for e in judged if e.agree)
+    agreed = sum(1 for e in judged if e.category == AGREED)
     not_reached = sum(1 for e in entries if e.outcome == Outcome.NOT_REACHED)
     verdicts = {e.number: e.failure or e.outcome.value for e in entries}
     return (

@@ -1,6 +1,8 @@
 """The explore run's index page (report/explore.html): every schedule run for real with its
-verdict beside the model's prediction, each finding with its minimal schedule and report,
-every disagreement between the model and the brokers, every cluster boot."""
+verdict beside the model's prediction and the category that makes (agreed, agreed given an
+untold variant, cannot predict, disagreed, not reached: each counted apart), each finding
+with its minimal schedule and report, every disagreement between the model and the
+brokers, every cluster boot."""
 
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ def _href(target: str | None, page_dir: Path) -> str | None:
 def explore_view(record: ExploreRecord, page_dir: Path) -> dict[str, Any]:
     """The page's data: the record, with links relative to the page."""
     x = to_json(record)
-    for e in x["schedules"]:
+    for e, entry in zip(x["schedules"], record.schedules, strict=True):
+        e["category"] = entry.category
         e["schedule_href"] = _href(e["schedule_file"], page_dir)
         e["schedule_name"] = Path(e["schedule_file"]).name
         e["report_href"] = _href(e["report"], page_dir)
@@ -37,10 +40,9 @@ def explore_view(record: ExploreRecord, page_dir: Path) -> dict[str, Any]:
         f["minimal_href"] = _href(f["minimal"], page_dir)
         f["minimal_name"] = Path(f["minimal"]).name
         f["report_href"] = _href(f["report"], page_dir)
-    judged = [e for e in x["schedules"] if e["agree"] is not None]
-    agreed = sum(1 for e in judged if e["agree"])
-    x["judged"], x["agreed"] = len(judged), agreed
-    x["agreement"] = f"{100 * agreed / len(judged):.1f} %" if judged else "n/a"
+    # Each category counted apart (ExploreRecord.count): the record's fields above, fresh.
+    x.update(record.count())
+    x["agreement"] = record.agreement()
     x["disagreements"] = [e for e in x["schedules"] if e["agree"] is False]
     minutes = record.searching / 60
     x["rate"] = f"{len(record.schedules) / minutes:.2f}" if minutes else "n/a"

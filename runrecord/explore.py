@@ -8,6 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runrecord.outcome import Outcome
+from runrecord.replay import (
+    AGREED,
+    AGREED_GIVEN,
+    CANNOT_PREDICT,
+    DISAGREED,
+    NOT_COMPARED,
+    category,
+)
 
 EXPLORE_JSON = "explore.json"
 
@@ -37,6 +45,38 @@ class ScheduleEntry:
     unpredictable: str = ""  # why the model cannot predict it (`Comparison.unpredictable`)
     cluster: str = ""  # with explore --parallel: the cluster that ran it (c1, c2, ...)
     cause: str = ""  # why it failed, where the run can tell (`Judgement.cause`)
+
+    @property
+    def category(self) -> str:
+        """The model beside the brokers (`Comparison.category`), or NOT_COMPARED where the
+        brokers' side reached no verdict, or nothing was compared: never agreement."""
+        if not self.outcome.has_verdict:
+            return NOT_COMPARED
+        return category(self.agree, self.agreed_if, self.unpredictable)
+
+
+# What an agreement only on a variant was given, in the lines (`Comparison.agreed_if` names
+# the variant: a crash's high watermark checkpoint the run could not read).
+UNTOLD = "an untold variant"
+
+# Each category's key among explore.json's counts (`ExploreRecord.count`), in the order
+# the summary says them.
+CATEGORY_KEYS = {
+    AGREED: "agreed",
+    AGREED_GIVEN: "agreed_given",
+    CANNOT_PREDICT: "cannot_predict",
+    DISAGREED: "disagreed",
+    NOT_COMPARED: "not_reached",
+}
+
+
+def categories(schedules: list[ScheduleEntry]) -> dict[str, int]:
+    """How many schedules fell in each category, by explore.json's key; they add up to
+    the schedules run."""
+    counts = dict.fromkeys(CATEGORY_KEYS.values(), 0)
+    for e in schedules:
+        counts[CATEGORY_KEYS[e.category]] += 1
+    return counts
 
 
 @dataclass
@@ -158,6 +198,37 @@ class ExploreRecord:
     spark_master: str = ""
     shards: list[ShardRecord] = field(default_factory=list)
     not_run: list[NotRun] = field(default_factory=list)
+    # The schedules by category (`ScheduleEntry.category`), as `count` last left them: the
+    # model's own agreement, agreement only under an untold variant, schedules it cannot
+    # predict, disagreements, and those without a verdict. They add up to `schedules`.
+    agreed: int = 0
+    agreed_given: int = 0
+    cannot_predict: int = 0
+    disagreed: int = 0
+    not_reached: int = 0
+
+    def count(self) -> dict[str, int]:
+        """Count the schedules by category into the fields above, and return the counts."""
+        counts = categories(self.schedules)
+        for key, n in counts.items():
+            setattr(self, key, n)
+        return counts
+
+    def agreement(self) -> str:
+        """How many schedules reached a verdict, and the model beside the brokers by
+        category, each counted apart: the summary line's words and the explore page's."""
+        c = self.count()
+        return (
+            f"{self.verdicts} of {len(self.schedules)} reached a verdict; the model: "
+            f"{c['agreed']} agreed, {c['agreed_given']} agreed given {UNTOLD}, "
+            f"{c['cannot_predict']} cannot predict, {c['disagreed']} disagreed, "
+            f"{c['not_reached']} not reached"
+        )
+
+    @property
+    def verdicts(self) -> int:
+        """Schedules the brokers' side reached a verdict on (held, or a finding)."""
+        return sum(1 for e in self.schedules if e.outcome.has_verdict)
 
     @property
     def judged(self) -> list[ScheduleEntry]:

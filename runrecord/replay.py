@@ -98,6 +98,28 @@ class Judgement:
     modelled: dict[int, str | None] = field(default_factory=dict)
 
 
+# What the model's prediction came to beside the brokers' outcome, once the run told it all
+# it could (`Comparison.category`); explore counts each apart, never one as another.
+AGREED = "agreed"
+AGREED_GIVEN = "agreed given"  # only under a variant the run could not tell (`agreed_if`)
+CANNOT_PREDICT = "cannot predict"  # counted neither way (`unpredictable`)
+DISAGREED = "disagreed"
+NOT_COMPARED = "not reached"  # the brokers' side has no verdict: nothing to compare
+
+
+def category(agree: bool | None, agreed_if: str = "", unpredictable: str = "") -> str:
+    """AGREED only where the model's own prediction, given what the run told it, is the
+    brokers' outcome; a variant the run could not tell makes it AGREED_GIVEN; nothing
+    compared (`agree` None) is NOT_COMPARED, never agreement."""
+    if unpredictable:
+        return CANNOT_PREDICT
+    if agree is None:
+        return NOT_COMPARED
+    if not agree:
+        return DISAGREED
+    return AGREED_GIVEN if agreed_if else AGREED
+
+
 @dataclass
 class Comparison:
     """The protocol model's prediction for the schedule's partition beside the real one."""
@@ -115,3 +137,7 @@ class Comparison:
     # Why the model cannot predict this schedule (a power loss rolled back a file it does not
     # follow): such a schedule counts neither as agreement nor as disagreement.
     unpredictable: str = ""
+
+    @property
+    def category(self) -> str:
+        return category(self.agree, self.agreed_if, self.unpredictable)

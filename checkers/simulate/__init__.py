@@ -23,8 +23,9 @@ paused broker, or one cut off from the quorum, loses its session after its sessi
 High watermark checkpoints are written when that much time passes at once (`wait`, a write
 timing out) and by clean shutdowns only: steps are assumed to follow each other faster than
 the checkpoint interval (the scripted scenarios wait explicitly wherever they need a
-checkpoint, e.g. KIP-101 scenario 1). Real steps can be slower; `checkpoint_variants` gives
-the outcomes where a crash came after a checkpoint.
+checkpoint, e.g. KIP-101 scenario 1). Real steps can be slower: a run on real brokers reads
+the checkpoint each crash left on disk and tells it (`SimOptions.hw_checkpoint_at`);
+`checkpoint_variants` gives the outcomes where an untold crash came after a checkpoint.
 
 The package, layer on layer: `state` (the replicas, brokers and controller view; topology;
 appending and truncating logs), `replication` (truncation by the protocol's rules,

@@ -47,13 +47,16 @@ def checkpoint_variants(
     loss) that come with a high watermark checkpoint caught up with the high watermark, as
     when the steps before a crash took longer than replica.high.watermark.checkpoint.
     interval.ms. Those are outcomes Kafka may reach as well as `simulate`'s: which one it
-    reaches is timing the schedule does not control."""
+    reaches is timing the schedule does not control. A crash whose checkpoint a run read
+    on disk (`SimOptions.hw_checkpoint_at`) is not varied: the run told which it was."""
+    base = options or SimOptions()
+    told = {i for i, _, _ in base.hw_checkpoint_at}
     crashes = [
         i
         for i, step in enumerate(schedule.steps)
-        if isinstance(step, PowerLoss) or (isinstance(step, Kill) and step.signal == "SIGKILL")
+        if i not in told
+        and (isinstance(step, PowerLoss) or (isinstance(step, Kill) and step.signal == "SIGKILL"))
     ][:MAX_VARIED_CRASHES]
-    base = options or SimOptions()
     for size in range(1, len(crashes) + 1):
         for chosen in itertools.combinations(crashes, size):
             varied = dataclasses.replace(base, checkpoint_before=frozenset(chosen))

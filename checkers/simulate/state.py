@@ -47,6 +47,12 @@ class SimOptions:
     # steps to follow each other faster than that (see the package), and these are the
     # crashes where that may not have held (`checkers.simulate.runs.checkpoint_variants`).
     checkpoint_before: frozenset[int] = frozenset()
+    # (step, broker, offset) for each crash (SIGKILL, power loss) after which a run on real
+    # brokers read the broker's replication-offset-checkpoint on disk, before it started
+    # again: the high watermark it restarts from, which the model's own clock cannot place.
+    # Told, the model takes it at that crash (not `checkpoint_before`), and
+    # `checkpoint_variants` does not vary that crash.
+    hw_checkpoint_at: tuple[tuple[int, int, int], ...] = ()
     # ZooKeeper mode: (step, broker) for each step after which the brokers had another
     # controller. When /controller goes, every live broker races to create it (and before
     # 2.1 an unclean election deletes it on purpose, KAFKA-6835): who wins is a race the
@@ -402,6 +408,14 @@ class SimState:
         self.controller_id = broker
         self.elected = broker
 
+    def told_hw_checkpoint(self, broker: int) -> int | None:
+        """The high watermark checkpoint a run read on the broker's disk after this step's
+        crash (SimOptions.hw_checkpoint_at), if it told one."""
+        return next(
+            (o for i, b, o in self.options.hw_checkpoint_at if (i, b) == (self._step, broker)),
+            None,
+        )
+
     def _controller_seen(self) -> int | None:
         """The broker the brokers had as controller after this step, where it changed."""
         return dict(self.options.controller_after).get(self._step)
@@ -502,7 +516,10 @@ class SimState:
         self.pending.pop(b, None)  # its request in flight dies with it; a hold stays
         r = self.replicas.get(b)
         if r is not None:
-            if self._step in self.options.checkpoint_before:
+            told = self.told_hw_checkpoint(b)
+            if told is not None:
+                r.hw_checkpoint = told
+            elif self._step in self.options.checkpoint_before:
                 r.hw_checkpoint = r.hw
             r.role, r.leader, r.isr, r.fetched, r.lag = None, None, [], {}, {}
 

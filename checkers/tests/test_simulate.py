@@ -115,6 +115,23 @@ def test_a_crash_after_a_checkpoint_is_a_variant_that_keeps_m2() -> None:
     assert simulate(KIP101_S1, HW, options=SimOptions(checkpoint_before=frozenset({3}))) == kept
 
 
+def test_a_checkpoint_read_on_disk_after_a_crash_is_taken_and_not_varied() -> None:
+    """A run that read A's replication-offset-checkpoint after its crash at step 3 tells
+    the model: caught up (2), A keeps m2; as the model had it (1), m2 is lost. Either way
+    that crash is no longer a variant, and a told checkpoint wins over `checkpoint_before`."""
+    caught_up = SimOptions(hw_checkpoint_at=((3, A, 2),))
+    kept = simulate(KIP101_S1, HW, options=caught_up)
+    assert kept.lost_acknowledged == [] and kept.logs[A] == [(0, 0, -1), (1, 1, -1)]
+    behind = SimOptions(hw_checkpoint_at=((3, A, 1),), checkpoint_before=frozenset({3}))
+    assert ids(simulate(KIP101_S1, HW, options=behind).lost_acknowledged) == [1]
+    # Only B's crash (step 6) is left to vary.
+    assert [c for c, _ in checkpoint_variants(KIP101_S1, HW, options=caught_up)] == [(6,)]
+    # A checkpoint told for another broker, or another step, changes nothing here.
+    for other in (((3, B, 2),), ((6, A, 2),)):
+        p = simulate(KIP101_S1, HW, options=SimOptions(hw_checkpoint_at=other))
+        assert ids(p.lost_acknowledged) == [1]
+
+
 # --------------------------------------------------------------------------------------
 # KIP-101 scenario 2: three committed messages; a power outage costs A one and B two; B
 # comes back first, leads and writes m4 at offset 1; then A.

@@ -12,10 +12,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
+from checkers.errors import LogReadError
 from checkers.simulate import Simulator
 from faults import network, process, replication, session
 from faults.slow_link import SlowLink
@@ -75,6 +78,24 @@ def took_effect(events: list[Any], started: float) -> float:
     return max(0.0, (first.data.get("effective_mono") or first.mono) - started)
 
 
+def checkpointed_hw(log_dirs: list[Path], topic: str) -> int | None:
+    """The high watermark of the topic's partition 0 that a broker starting on these log
+    dirs reads from the replication-offset-checkpoint of the one holding the partition: 0
+    where the file or its entry is missing, as Kafka takes it (Partition.
+    updateHighWatermark). None where no log dir holds the partition, or the file cannot be
+    read: nothing to tell."""
+    held = [d for d in log_dirs if (d / f"{topic}-0").is_dir()]
+    if len(held) != 1:
+        return None
+    path = held[0] / REPLICATION_OFFSET_CHECKPOINT
+    if not path.exists():
+        return 0
+    try:
+        return read_offset_checkpoint(path).get((topic, 0), 0)
+    except LogReadError:
+        return None
+
+
 class Live:
     """The cluster a schedule runs on, as its steps see it. With a simulator (`sim`)
     following the same steps, each step that ran is given time to settle where the model
@@ -109,6 +130,9 @@ class Live:
         self.exited: dict[int, str] = {}  # brokers that did not come back after the heal
         self.controllers: list[tuple[int, int]] = []  # (step, broker): the controller moved
         self.coordinators: list[tuple[int, int]] = []  # (step, broker): the coordinator seen
+        # (step, broker, offset): the high watermark checkpoint each crash (SIGKILL, power
+        # loss) left on the broker's disk, read before it started again.
+        self.hw_checkpoints: list[tuple[int, int, int]] = []
         self._coordinator: int | None = None  # the coordinator for the step running
         self.voter_cuts: dict[str, network.Cut] = {}  # KRaft voters cut off from the others
         self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
@@ -258,6 +282,18 @@ class Live:
         if self.sim is not None:
             told = tuple(self.coordinators)
             self.sim.options = dataclasses.replace(self.sim.options, coordinator_at=told)
+
+    def _note_hw_checkpoint(self, b: int) -> None:
+        """Right after a crash of broker `b`, before it starts again: read the high
+        watermark checkpoint it restarts from, and tell the simulator, whose clock cannot
+        say whether the checkpoint had caught up (SimOptions.hw_checkpoint_at)."""
+        offset = checkpointed_hw(self.node(b).log_dirs, self.topic)
+        if offset is None:
+            return
+        self.hw_checkpoints.append((len(self.results), b, offset))
+        if self.sim is not None:
+            told = tuple(self.hw_checkpoints)
+            self.sim.options = dataclasses.replace(self.sim.options, hw_checkpoint_at=told)
 
     def _follow_controller(self, index: int) -> None:
         """Note which broker the controller election of this step (if any) went to, and
@@ -452,12 +488,17 @@ class Live:
             process.kill(self.cluster, self.node(b), signal="SIGTERM")
             backoffs = shutdown_backoffs(self.node(b), mark, self.cluster.spec.broker_config)
             return {"broker": b}, backoffs
-        return {"broker": b}, self._crash(b, lambda: process.kill(self.cluster, self.node(b)))
+        waits = self._crash(b, lambda: process.kill(self.cluster, self.node(b)))
+        self._note_hw_checkpoint(b)
+        return {"broker": b}, waits
 
     def _fast_restart(self, b: int, signal: str) -> tuple[dict[str, Any], float]:
-        targets, since = fast_restart(
-            self.cluster, self.node(b), b, signal, lambda: self.start_broker(b)
-        )
+        def start() -> None:
+            if signal == "SIGKILL":  # a clean shutdown checkpoints: the model knows it
+                self._note_hw_checkpoint(b)
+            self.start_broker(b)
+
+        targets, since = fast_restart(self.cluster, self.node(b), b, signal, start)
         # A controller that refused the registration made the broker wait out its session.
         waits = self._session_wait(b, since) if targets["registration_refused"] else 0.0
         return targets, waits
@@ -532,6 +573,7 @@ class Live:
 
         waits = self._crash(b, kill)
         self.power_cuts.append(cut)
+        self._note_hw_checkpoint(b)  # what survived the loss, as the broker will read it
         lost = {p: after - before for p, (before, after) in cut.ends.items() if after != before}
         return {"broker": b, "lost": {str(p): -n for p, n in lost.items()}}, waits
 

@@ -1,9 +1,11 @@
 """The model's prediction for the schedule's partition beside what the brokers did to it: a
 run's `Comparison`. A run tells the model what it cannot know for itself (who won a
-controller election, where a power loss under a filesystem model left the partition, the
-steps skipped for what the model does not follow, the coordinator found, each step's
-duration), and the model predicts again with it; what it still cannot follow counts the
-schedule apart, never as agreement.
+controller election, the high watermark checkpoint a crash left on disk, where a power loss
+under a filesystem model left the partition, the steps skipped for what the model does not
+follow, the coordinator found, each step's duration), and the model predicts again with it;
+what it still cannot follow counts the schedule apart, never as agreement. What is left is
+one of four categories (`Comparison.category`): agreed; agreed given a variant the run could
+not tell (a crash whose checkpoint it could not read); cannot predict; disagreed.
 """
 
 from __future__ import annotations
@@ -33,13 +35,16 @@ def compare(
     *,
     timeout_aborts: tuple[int, ...] = (),
     timeout_aborts_within: tuple[int, ...] = (),
+    hw_checkpoints: tuple[tuple[int, int, int], ...] = (),
 ) -> Comparison:
-    """The model's failure kind for the schedule's partition beside the brokers'. With the
-    schedule, a disagreement is looked up among the outcomes the model allows where the run
-    decided what the model cannot: which broker won a controller election
-    (`controller_after`, as seen on the brokers), and whether a crash came after a high
-    watermark checkpoint its steps outran. The model agrees then, saying on which
-    condition. What a power loss under a filesystem model kept is the brokers' fsyncs' to
+    """The model's failure kind for the schedule's partition beside the brokers'. The run
+    tells the model what it decided that the model cannot: which broker won a controller
+    election (`controller_after`, as seen on the brokers), and the high watermark
+    checkpoint each crash left on disk (`hw_checkpoints`: step, broker, offset), which the
+    model predicts again with. With the schedule, a disagreement is then looked up among
+    the outcomes where a crash the run could not read came after a checkpoint its steps
+    outran: the model agrees given that variant (`agreed_if`), counted apart from
+    agreement. What a power loss under a filesystem model kept is the brokers' fsyncs' to
     decide: the run tells the model (`power_cuts`), which predicts again with it, or says
     it cannot predict when a file it does not follow was rolled back. Steps the transaction
     coordinator could not serve (`StepResult.unserved`), and the coordinator a step naming
@@ -62,6 +67,7 @@ def compare(
     # below do not take).
     seen = SimOptions(
         controller_after=controller_after,
+        hw_checkpoint_at=hw_checkpoints,
         unserved=unserved,
         coordinator_at=coordinator_at,
         timeout_aborts=timeout_aborts,
@@ -73,7 +79,9 @@ def compare(
     # Every step ran: the run's clock times what the model's own time cannot (a request's
     # timeout, the coordinator's abort at the transaction timeout).
     timed = bool(real) and len(real) == len(model)
-    tells = bool(told or unserved or coordinator_at or timeout_aborts)
+    tells = bool(
+        told or unserved or coordinator_at or timeout_aborts or controller_after or hw_checkpoints
+    )
     if (tells or timed) and schedule is not None:
         options = dataclasses.replace(seen, kept_after_power_loss=told)
         again = simulate(schedule, rules, options=options)
@@ -81,6 +89,12 @@ def compare(
         # cannot place: the first prediction stands then.
         if tells or again.clock_used or again.unpredictable:
             prediction, model = again, again.steps
+        if controller_after:
+            elected = ", ".join(f"broker {b} after step {i}" for i, b in controller_after)
+            said.append(f"given the controller elections the brokers held ({elected})")
+        if hw_checkpoints:
+            read = ", ".join(f"step {i}: broker {b} at {o}" for i, b, o in hw_checkpoints)
+            said.append(f"given the high watermark checkpoints the crashes left on disk ({read})")
         if told:
             said.append(
                 "given where the power losses left the partition ("
@@ -172,22 +186,16 @@ def _agreeing_condition(
     actual: str | None,
     base: SimOptions,
 ) -> str | None:
-    """The condition on which the model reaches the brokers' outcome, in words, or None;
-    `base`: what the run told the model (the controller elections it held, the steps the
-    coordinator could not serve, the coordinator it found)."""
-    controller_after = base.controller_after
-    elected = ", ".join(f"broker {b} after step {i}" for i, b in controller_after)
-    given = f"given the controller elections the brokers held ({elected})" if elected else ""
-    if controller_after:
-        seen = simulate(schedule, protocol, options=base)
-        if seen.failure() == actual:
-            return f"{given}: {seen.summary()}"
+    """The variant the run could not tell on which the model reaches the brokers' outcome,
+    in words, or None: a high watermark checkpoint caught up before crashes whose
+    checkpoint the run did not read. `base`: what the run told the model (the controller
+    elections, the checkpoints it read, the steps the coordinator could not serve, the
+    coordinator it found), which every variant keeps."""
     for crashes, variant in checkpoint_variants(schedule, protocol, options=base):
         if variant.failure() == actual:
             steps = ", ".join(str(i) for i in crashes)
-            also = f", {given}" if given else ""
             return (
                 f"if the high watermark checkpoint had caught up before the crash at step "
-                f"{steps}{also}: {variant.summary()}"
+                f"{steps}: {variant.summary()}"
             )
     return None

@@ -29,6 +29,7 @@ from checkers.simulate import simulate
 from fixtures.releases import Release
 from runrecord.explore import (
     EXPLORE_JSON,
+    UNTOLD,
     ClusterBoot,
     ExploreFinding,
     ExploreRecord,
@@ -36,7 +37,7 @@ from runrecord.explore import (
 )
 from runrecord.outcome import Outcome, finding_key
 from runrecord.power import CUT
-from runrecord.replay import DIVERGED
+from runrecord.replay import AGREED, AGREED_GIVEN, CANNOT_PREDICT, DISAGREED, DIVERGED
 from runrecord.schedule import Schedule, write_schedule
 from runrecord.schedule_cluster import ELR_FEATURE
 from runrecord.typed import write_json
@@ -401,6 +402,7 @@ class Explorer:
         ]
 
     def save(self) -> None:
+        self.record.count()  # explore.json's counts by category, as of this schedule
         write_json(self.out / EXPLORE_JSON, self.record)
         from reports.explore_page import write_explore_page
 
@@ -446,13 +448,14 @@ def progress_line(e: ScheduleEntry, budget: int | None) -> str:
     of = f"/{budget}" if budget else ""
     held = "held" if e.outcome == Outcome.CONSISTENT else e.outcome.value
     verdict = finding_key(e.failure, e.cause) or held
-    if e.unpredictable:
-        model = "model cannot predict"
-    elif e.agree is None:
-        model = f"model: {e.predicted or 'no finding'}"
-    else:
-        agrees = "agrees on a condition" if e.agreed_if else "agrees"
-        model = f"model {agrees if e.agree else 'DISAGREES'} ({e.predicted or 'no finding'})"
+    predicted = e.predicted or "no finding"
+    # Its category (ScheduleEntry.category); without a verdict, the model's prediction.
+    model = {
+        AGREED: f"model agrees ({predicted})",
+        AGREED_GIVEN: f"model agrees given {UNTOLD} ({predicted})",
+        CANNOT_PREDICT: "model cannot predict",
+        DISAGREED: f"model DISAGREES ({predicted})",
+    }.get(e.category, f"model: {predicted}")
     skipped = f", {e.skipped} skipped" if e.skipped else ""
     fresh = f"  [fresh cluster: {e.fresh_cluster}]" if e.fresh_cluster else ""
     where = f"  on {e.cluster}" if e.cluster else ""
@@ -467,20 +470,11 @@ def progress_line(e: ScheduleEntry, budget: int | None) -> str:
 
 def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:
     n = len(record.schedules)
-    judged = record.judged
-    agreed = sum(1 for e in judged if e.agree)
-    varied = sum(1 for e in judged if e.agree and e.agreed_if)
-    variant = f"; {varied} only on a condition the run decided" if varied else ""
     rate = n / (elapsed / 60) if elapsed > 0 else 0.0
-    pct = f"{100 * agreed / len(judged):.1f} %" if judged else "n/a"
-    unpredictable = sum(1 for e in record.schedules if e.unpredictable)
-    apart = f"; the model cannot predict {unpredictable}" if unpredictable else ""
     shrinking = f", then {record.shrink_runs} shrinking run(s)" if record.shrink_runs else ""
     lines = [
         f"explore: {n} schedules in {elapsed / 60:.1f} min ({rate:.2f} schedules/min)"
-        f"{shrinking}; {len(record.findings)} finding(s); model agreed on {agreed} of "
-        f"{len(judged)} judged ({pct}{variant}){apart}, {len(record.disagreements)} "
-        "disagreement(s); "
+        f"{shrinking}; {len(record.findings)} finding(s); {record.agreement()}; "
         f"{len(record.boots)} cluster boot(s)"
     ]
     for shard in record.shards:

@@ -4,9 +4,12 @@ schedule anyone can replay.
 
 Prints a line per schedule (number, steps, verdict, the model's agreement, seconds), a
 `replay: FILE` line with the full `logfork replay` command per finding, and a summary
-(schedules per minute, findings, disagreements). Exits 1 when an invariant was violated,
-0 when nothing was found, 2 when it could not run (with --spark-master: also when a shard
-failed or was lost, its schedules listed as not run). Ctrl-C stops it, removes its clusters
+(schedules per minute, findings, how many schedules reached a verdict, the model beside the
+brokers: agreed, agreed given an untold variant, cannot predict, disagreed, not reached).
+Exits 1 when an invariant was violated, 2 when it could not run (with --spark-master: also
+when a shard failed or was lost, its schedules listed as not run), 3 when no schedule
+reached a verdict (every one not reached or failed setup: nothing was judged), 0 when
+nothing was found on at least one schedule judged. Ctrl-C stops it, removes its clusters
 and prints the best finding so far. See suites/explore/explore.py for where files go.
 """
 
@@ -25,6 +28,7 @@ from fixtures.crashfs import unavailable
 from fixtures.disks import check_model
 from fixtures.errors import SetupError
 from fixtures.releases import Release, resolve
+from runrecord import exits
 from runrecord.explore import SHARD_DONE, ExploreRecord
 from runrecord.outcome import finding_key
 from runrecord.power import CUT
@@ -309,10 +313,18 @@ def main(args: argparse.Namespace) -> int:
         say(f"finding: {finding_key(f.failure, f.cause)} (schedule {f.number}, {shrunk})")
         say(f"replay: {f.replay}")
     say(f"index: {out / 'report' / 'explore.html'}")
+    return exit_code(record)
+
+
+def exit_code(record: ExploreRecord) -> int:
+    """1 for a finding; 2 for a shard that failed or was lost (its schedules have no
+    verdict: not a clean pass); 3 when no schedule reached a verdict, since nothing was
+    judged; else 0."""
     if record.findings:
-        return 1
-    # A shard that failed or was lost leaves schedules with no verdict: not a clean pass.
-    return 2 if any(s.status != SHARD_DONE for s in record.shards) else 0
+        return exits.FINDING
+    if any(s.status != SHARD_DONE for s in record.shards):
+        return exits.USAGE
+    return exits.OK if record.verdicts else exits.NO_VERDICT
 
 
 def best_so_far(record: ExploreRecord) -> str:

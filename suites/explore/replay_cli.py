@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fixtures.errors import SetupError
 from runrecord.outcome import Outcome
+from runrecord.replay import AGREED, AGREED_GIVEN, CANNOT_PREDICT, DISAGREED
 from runrecord.schedule import Schedule, ScheduleError, load_schedule, validate
 from suites.explore.bench import Bench
 from suites.explore.runner import ScheduleRun, run_schedule
@@ -81,15 +82,15 @@ def print_outcome(run: ScheduleRun) -> None:
         print(f"brokers: {judgement.failure or 'held'}: {judgement.summary}")
         if judgement.rule:
             print(f"rule:    {judgement.rule}")
-        agree = "yes" if comparison.agree else "NO: the model or Kafka is wrong"
-        if comparison.agreed_if:
-            agree = f"yes, {comparison.agreed_if}"
         if comparison.told:
             print(f"told:    {comparison.told}; the model then: {comparison.prediction}")
-        if comparison.unpredictable:
-            why = comparison.unpredictable
-            agree = f"not judged, the model cannot predict this schedule: {why}"
-        print(f"model and brokers agree: {agree}")
+        said = {
+            AGREED: "yes",
+            AGREED_GIVEN: f"only given an untold variant: {comparison.agreed_if}",
+            CANNOT_PREDICT: f"not judged, the model cannot predict it: {comparison.unpredictable}",
+            DISAGREED: "NO: the model or Kafka is wrong",
+        }
+        print(f"model and brokers: {comparison.category}: {said[comparison.category]}")
     head = {
         Outcome.CONSISTENT: "HELD",
         Outcome.DIVERGED: "FINDING",

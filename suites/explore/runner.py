@@ -24,14 +24,23 @@ from typing import Any
 
 from checkers.simulate import Prediction, Simulator, simulate
 from checkers.txn_reads import TxnReadCheck
-from fixtures.errors import LogforkError, NotReached, SetupError
+from fixtures.errors import NotReached, SetupError
 from fixtures.releases import Release
-from fixtures.waiting import Aborted, WaitTimeout
+from fixtures.waiting import NOT_REACHED, not_reached_summary
 from observe.stable import StableOffsets
 from observe.state import StateRecorder
 from observe.timeline import Timeline
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair, finding_key
-from runrecord.replay import Comparison, Judgement, StepResult, inside_a_step, placed_before
+from runrecord.replay import (
+    AGREED,
+    AGREED_GIVEN,
+    DISAGREED,
+    Comparison,
+    Judgement,
+    StepResult,
+    inside_a_step,
+    placed_before,
+)
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
@@ -197,8 +206,10 @@ def _run(
     try:
         try:
             _body(ctx, schedule, topic, marks, node_marks, prediction, result)
-        except (NotReached, WaitTimeout, Aborted) as exc:
-            summary = str(exc) if isinstance(exc, NotReached) else f"not reached: {exc}"
+        except NOT_REACHED as exc:
+            # A state not reached, or a fault Kafka or a tool refused (iptables refused a
+            # rule, a release lacks an API), on a cluster left unknown.
+            summary = not_reached_summary(exc)
             timeline.record("note", "not-reached", reason=summary)
             result.verdict.summary = summary
             bench.retire(f"the last schedule was not reached: {summary[:200]}")
@@ -207,14 +218,9 @@ def _run(
         except SetupError as exc:
             result.verdict.outcome, result.verdict.summary = Outcome.SETUP_FAILED, str(exc)
             bench.retire(str(exc))
-        except LogforkError as exc:
-            # A fault that could not be applied (iptables refused a rule, a release lacks
-            # an API): the schedule's state was not reached, on a cluster left unknown.
-            summary = f"not reached: {exc}"
-            timeline.record("note", "not-reached", reason=summary)
-            result.verdict.summary = summary
-            bench.retire(f"the last schedule failed: {summary[:200]}")
         except Exception as exc:
+            # Any other error is logfork's own (a RunRecordError, a TypeError): raised, with
+            # its traceback in the run directory, never a state not reached.
             (record.path / ERROR_TXT).write_text(traceback.format_exc())
             bench.retire(f"logfork failed: {exc}")
             raise ScenarioError(
@@ -397,6 +403,7 @@ def _body(
         (*live.unknown, *live.txn.unknown),
         timeout_aborts=tuple(at for at, _ in aborts),
         timeout_aborts_within=tuple(at for at, within in aborts if within),
+        hw_checkpoints=tuple(live.hw_checkpoints),
     )
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict
@@ -412,7 +419,13 @@ def _body(
             f"the brokers showed {observed.describe()}, not the schedule's expected "
             f"{expected.describe()}: {verdict.summary}"
         )
-    agreement = "agrees" if comparison.agree else "DISAGREES"
+    # Its category, in words: agreement on a variant the run could not tell is not the
+    # model's own agreement.
+    agreement = {
+        AGREED: "agrees",
+        AGREED_GIVEN: "agrees only on a variant the run could not tell; on its own it says",
+        DISAGREED: "DISAGREES",
+    }.get(comparison.category, "")
     if comparison.unpredictable:
         agreement = f"cannot predict this schedule ({comparison.unpredictable}); it says"
     verdict.summary += (
@@ -429,6 +442,9 @@ def _body(
             "convergence": convergence.to_dict(),
             "power_losses": [to_json(c) for c in live.power_cuts],
             "controller_after": [list(c) for c in live.controllers],  # (step, broker)
+            # (step, broker, offset): the high watermark checkpoint on disk after each crash
+            "hw_checkpoints": [list(c) for c in live.hw_checkpoints],
+            "agreement": comparison.category,
         }
     )
 

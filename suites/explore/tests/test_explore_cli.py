@@ -13,12 +13,26 @@ import pytest
 
 from fixtures.errors import SetupError
 from reports.explore_page import write_explore_page
-from runrecord.explore import ExploreFinding, ExploreRecord, ScheduleEntry
+from runrecord.explore import (
+    SHARD_DONE,
+    SHARD_LOST,
+    ExploreFinding,
+    ExploreRecord,
+    ScheduleEntry,
+    ShardRecord,
+)
 from runrecord.outcome import Outcome
 from runrecord.schedule import load_schedule, write_schedule
 from suites import cli
+from suites.explore import explore_cli
 from suites.explore.bench import cluster_spec, shape_key
-from suites.explore.explore import progress_line, shrink_order, summary_lines
+from suites.explore.explore import (
+    ExploreOptions,
+    Explorer,
+    progress_line,
+    shrink_order,
+    summary_lines,
+)
 from suites.explore.explore_cli import best_so_far
 from suites.explore.generate import DrawOptions, draw_many, explore_shape
 from suites.explore.replay_cli import in_mode
@@ -122,11 +136,101 @@ def test_progress_and_summary_lines() -> None:
     record.schedules = [entry(1, "diverged", "diverged", True), entry(2, None, "stuck", False)]
     lines = summary_lines(record, 120.0)
     assert lines[0].startswith("explore: 2 schedules in 2.0 min (1.00 schedules/min); 0 finding")
-    assert "model agreed on 1 of 2 judged (50.0 %), 1 disagreement(s)" in lines[0]
+    assert "2 of 2 reached a verdict; the model: 1 agreed, 0 agreed given" in lines[0]
     assert lines[1] == (
         "disagreement: schedule 2: model stuck, brokers held: replay: /x/schedules/002.json"
     )
     assert "not shrunk" in best_so_far(record) and "/x/schedules/001.json" in best_so_far(record)
+
+
+def five_categories() -> list[ScheduleEntry]:
+    """A schedule of each category, and one more that failed setup."""
+    variant = "if the high watermark checkpoint had caught up before the crash at step 3: held"
+    rolled_back = "the power loss at step 2 rolled back replication-offset-checkpoint"
+    return [
+        entry(1, "diverged", "diverged", True),
+        replace(entry(2, None, "stuck", True), agreed_if=variant),
+        replace(entry(3, None, "diverged", None), unpredictable=rolled_back),
+        entry(4, None, "stuck", False),
+        replace(entry(5, None, None, None), outcome=Outcome.NOT_REACHED, summary="not reached"),
+        replace(entry(6, None, None, None), outcome=Outcome.SETUP_FAILED, summary="no disk"),
+    ]
+
+
+def test_each_category_is_counted_apart_never_as_agreement(tmp_path: Path) -> None:
+    """Agreement only on a variant the run could not tell, a schedule the model cannot
+    predict and one with no verdict are each counted apart: in the schedule's line, the
+    summary, the page and explore.json."""
+    entries = five_categories()
+    lines = [progress_line(e, None) for e in entries]
+    assert lines[0].endswith("  diverged  model agrees (diverged)  41s")
+    assert lines[1].endswith("  held  model agrees given an untold variant (stuck)  41s")
+    assert lines[2].endswith("  held  model cannot predict  41s")
+    assert lines[3].endswith("  held  model DISAGREES (stuck)  41s")
+    assert lines[4].endswith("  not-reached  model: no finding  41s")
+    record = ExploreRecord("4.4.0", "kraft", 3, False, True, 6, None, time.time(), "explore")
+    record.schedules = entries
+    assert [e.category for e in entries] == [
+        "agreed", "agreed given", "cannot predict", "disagreed", "not reached", "not reached"
+    ]  # fmt: skip
+    summary = summary_lines(record, 60.0)[0]
+    assert (
+        "; 4 of 6 reached a verdict; the model: 1 agreed, 1 agreed given an untold variant, "
+        "1 cannot predict, 1 disagreed, 2 not reached; "
+    ) in summary
+    Explorer(ExploreOptions("4.4.0", 3), tmp_path, record, None, print).save()  # type: ignore[arg-type]
+    saved = json.loads((tmp_path / "explore.json").read_text())
+    counts = {k: saved[k] for k in ("agreed", "agreed_given", "cannot_predict", "disagreed")}
+    assert counts == {"agreed": 1, "agreed_given": 1, "cannot_predict": 1, "disagreed": 1}
+    assert saved["not_reached"] == 2
+    page = (tmp_path / "report" / "explore.html").read_text()
+    assert "1 agreed, 1 agreed given an untold variant, 1 cannot predict, 1 disagreed" in page
+    assert '<td>agreed given an untold variant</td><td class="num">1</td>' in page
+    assert '<td>not reached</td><td class="num">2</td>' in page
+
+
+@pytest.mark.parametrize(
+    ("numbers", "shard", "findings", "code"),
+    [
+        ((5, 6), None, False, 3),  # nothing judged: no verdict, never a pass
+        ((4, 5, 6), None, False, 0),  # one disagreement is a verdict: nothing found
+        ((1, 5), None, True, 1),
+        ((5, 6), SHARD_LOST, False, 2),
+        ((2, 5), SHARD_DONE, False, 0),
+    ],
+)
+def test_explore_exits_3_unless_a_schedule_reached_a_verdict(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    numbers: tuple[int, ...],
+    shard: str | None,
+    findings: bool,
+    code: int,
+) -> None:
+    by_number = {e.number: e for e in five_categories()}
+
+    def run_all(self: Explorer, drawing: object) -> None:
+        for n in numbers:
+            self.add(by_number[n], None)  # type: ignore[arg-type]
+        if shard is not None:
+            self.record.shards = [ShardRecord(1, list(numbers), shard)]
+
+    bench = type("NoBench", (), {"closed": False, "boots": []})()
+    monkeypatch.setattr(explore_cli, "open_benches", lambda *args: [bench])
+    monkeypatch.setattr(explore_cli, "install_handlers", lambda: None)
+    monkeypatch.setattr(Explorer, "run_all", run_all)
+    args = ["explore", "--kafka-version", "1.1.1", "--seed", "1", "--budget", "6"]
+    args += ["--parallel", "1", "--shrink-findings", "0", "--out", str(tmp_path / "x")]
+    assert cli.main(args) == code
+    out = capsys.readouterr().out
+    verdicts = sum(1 for n in numbers if by_number[n].outcome.has_verdict)
+    assert f"; {verdicts} of {len(numbers)} reached a verdict; " in out
+    assert bool(_finding_lines(out)) == findings
+
+
+def _finding_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("finding: ")]
 
 
 def test_shrink_order_takes_a_divergence_then_the_rarest_kind_first() -> None:
@@ -162,7 +266,7 @@ def test_the_explore_index_page(tmp_path: Path) -> None:
     page = write_explore_page(record, tmp_path).read_text()
     assert 'href="../findings/1-diverged.json"' in page
     assert 'href="r9.html"' in page and 'href="r1.html"' in page
-    assert "model agreed on 1 of 2 judged (50.0 %), 1 disagreement(s)" in page
+    assert "2 of 2 reached a verdict; the model: 1 agreed, 0 agreed given" in page
     assert "2.00 schedules/min" in page
     assert json.dumps(str(minimal))[1:-1] in page  # the replay command
     assert "yes, in 2 of its 5 runs" in page  # a race the replay meets only sometimes

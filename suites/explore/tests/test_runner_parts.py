@@ -7,7 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from checkers.simulate import simulate
-from runrecord.replay import Judgement, StepResult
+from runrecord.replay import (
+    AGREED,
+    AGREED_GIVEN,
+    CANNOT_PREDICT,
+    DISAGREED,
+    Comparison,
+    Judgement,
+    StepResult,
+)
 from runrecord.schedule import load_schedule, loads
 from suites.explore.comparison import compare
 from suites.explore.evidence import HOLE, _sparse_copy, _wanted
@@ -77,22 +85,52 @@ OUTRUN = """
 """
 
 
-def test_a_disagreement_a_checkpoint_variant_explains_agrees_on_its_condition() -> None:
+def test_a_disagreement_only_an_untold_checkpoint_variant_explains_is_agreed_given() -> None:
     schedule = loads(OUTRUN)
     prediction = simulate(schedule, "1.1.1")
     assert prediction.failure() == "stuck"
     diverged = Judgement("diverged", "diverged at 0", 0, partitions={0: "diverged", 1: None})
-    assert not compare(prediction, diverged, [], []).agree  # without the schedule: no variants
+    # Without the schedule: no variants.
+    assert compare(prediction, diverged, [], []).category == DISAGREED
     c = compare(prediction, diverged, [], [], schedule)
-    assert c.agree and c.agreed_if.startswith(
+    assert c.category == AGREED_GIVEN  # counted apart, never as the model's agreement
+    assert c.agreed_if.startswith(
         "if the high watermark checkpoint had caught up before the crash at step 9: diverged"
     )
     # The model's own outcome agrees with no condition; an outcome no variant reaches
     # stays a disagreement.
     stuck = Judgement("stuck", "broker 1 stuck", 0, partitions={0: "stuck", 1: None})
-    assert compare(prediction, stuck, [], [], schedule).agreed_if == ""
+    assert compare(prediction, stuck, [], [], schedule).category == AGREED
     held = Judgement(None, "held", partitions={0: None, 1: None})
-    assert not compare(prediction, held, [], [], schedule).agree
+    assert compare(prediction, held, [], [], schedule).category == DISAGREED
+
+
+def test_the_checkpoint_a_crash_left_on_disk_is_told_not_tried() -> None:
+    """The run read broker 1's replication-offset-checkpoint after the SIGKILL at step 9:
+    the model predicts with it, and no variant stands in for what the disk said."""
+    schedule = loads(OUTRUN)
+    prediction = simulate(schedule, "1.1.1")
+    diverged = Judgement("diverged", "diverged at 0", 0, partitions={0: "diverged", 1: None})
+    # Caught up (11, the high watermark): the model's own prediction agrees.
+    c = compare(prediction, diverged, [], [], schedule, hw_checkpoints=((9, 1, 11),))
+    assert (c.category, c.agreed_if, c.predicted) == (AGREED, "", "diverged")
+    said = "given the high watermark checkpoints the crashes left on disk (step 9: broker 1 at 11)"
+    assert c.told == said
+    # Behind (5, as the model had it): a disagreement, not a variant that caught it up.
+    c = compare(prediction, diverged, [], [], schedule, hw_checkpoints=((9, 1, 5),))
+    assert (c.category, c.agreed_if, c.predicted) == (DISAGREED, "", "stuck")
+
+
+def test_each_comparison_falls_in_one_category() -> None:
+    def category(agree: bool, agreed_if: str = "", unpredictable: str = "") -> str:
+        c = Comparison(None, None, agree, "p", agreed_if=agreed_if, unpredictable=unpredictable)
+        return c.category
+
+    assert category(True) == AGREED
+    assert category(True, "if the high watermark checkpoint had caught up") == AGREED_GIVEN
+    assert category(False) == DISAGREED
+    assert category(False, unpredictable="a file it does not follow") == CANNOT_PREDICT
+    assert category(True, unpredictable="a file it does not follow") == CANNOT_PREDICT
 
 
 def test_a_step_the_coordinator_could_not_serve_is_skipped_by_the_model_too() -> None:
@@ -215,18 +253,23 @@ CONTROLLER_RACE = """
 """
 
 
-def test_a_disagreement_the_brokers_controller_election_explains_agrees_on_it() -> None:
+def test_the_controller_elections_the_brokers_held_are_told_in_the_first_prediction() -> None:
     schedule = loads(CONTROLLER_RACE)
     prediction = simulate(schedule, "0.10.2.2")
     assert prediction.failure() == "diverged"
     held = Judgement(None, "held", partitions={0: None, 1: None})
-    assert not compare(prediction, held, [], [], schedule).agree
-    assert not compare(prediction, held, [], [], schedule, ((2, 1),)).agree  # the model's
+    assert compare(prediction, held, [], [], schedule).category == DISAGREED
+    # The model's own choice, told: it still predicts the divergence.
+    c = compare(prediction, held, [], [], schedule, ((2, 1),))
+    assert (c.category, c.predicted) == (DISAGREED, "diverged")
+    # Broker 2 won, as the brokers had it: the model's prediction with it is theirs, an
+    # agreement on what the run told, not one on a variant.
     c = compare(prediction, held, [], [], schedule, ((2, 2),))
-    assert c.agree and c.agreed_if == (
-        "given the controller elections the brokers held (broker 2 after step 2): "
-        "consistent (pre-KIP-101 rules)"
-    )
+    assert (c.category, c.agreed_if, c.predicted) == (AGREED, "", None)
+    assert c.prediction == "consistent (pre-KIP-101 rules)"
+    assert c.told == "given the controller elections the brokers held (broker 2 after step 2)"
+    diverged = Judgement("diverged", "diverged", 0, partitions={0: "diverged", 1: None})
+    assert compare(prediction, diverged, [], [], schedule, ((2, 2),)).category == DISAGREED
 
 
 def test_a_finding_that_hangs_on_a_controller_race_is_ranked_as_one() -> None:
@@ -290,3 +333,38 @@ def test_evidence_copies_keep_a_preallocated_index_sparse(tmp_path: Path) -> Non
         _sparse_copy(source, copy)
         assert copy.read_bytes() == source.read_bytes()
     assert (tmp_path / f"copy-{index.name}").stat().st_blocks * 512 <= 2 * HOLE
+
+
+def test_the_high_watermark_checkpoint_a_crash_left_is_read_from_the_dir_holding_it(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from checkers.simulate import SimOptions, Simulator
+    from suites.explore.actions import Live, checkpointed_hw
+
+    first, second = tmp_path / "data", tmp_path / "data2"
+    for d in (first, second):
+        d.mkdir()
+    (first / "replication-offset-checkpoint").write_text("0\n1\ns-1 0 99\n")  # stale: moved
+    assert checkpointed_hw([first, second], "s-1") is None  # no dir holds the partition
+    (second / "s-1-0").mkdir()
+    (second / "s-1-0.abc-future").mkdir()
+    assert checkpointed_hw([first, second], "s-1") == 0  # no file yet: Kafka starts from 0
+    (second / "replication-offset-checkpoint").write_text("0\n2\ns-1 1 4\ns-10 0 8\n")
+    assert checkpointed_hw([first, second], "s-1") == 0  # no entry for it: 0 as well
+    (second / "replication-offset-checkpoint").write_text("0\n2\ns-1 0 11\ns-1 1 4\n")
+    assert checkpointed_hw([first, second], "s-1") == 11
+    (second / "replication-offset-checkpoint").write_text("7\n")
+    assert checkpointed_hw([first, second], "s-1") is None  # unreadable: nothing told
+
+    # The live run keeps it by step and tells the simulator following the same steps.
+    schedule = loads(OUTRUN)
+    (second / "replication-offset-checkpoint").write_text("0\n1\ns-1 0 11\n")
+    live = Live.__new__(Live)
+    live.topic, live.results, live.hw_checkpoints = "s-1", [None] * 9, []
+    live.sim = Simulator(schedule.cluster, "1.1.1", SimOptions())
+    live.cluster = SimpleNamespace(broker=lambda b: SimpleNamespace(log_dirs=[first, second]))
+    live._note_hw_checkpoint(1)
+    assert live.hw_checkpoints == [(9, 1, 11)]
+    assert live.sim.options.hw_checkpoint_at == ((9, 1, 11),)
