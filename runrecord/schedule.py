@@ -2,14 +2,15 @@
 
 A schedule is what `logfork replay` runs and `logfork explore` draws, simulates and shrinks:
 a format version, the cluster shape (runrecord.schedule_cluster), a seed, and a list of
-steps (runrecord.schedule_steps). The file format is documented in docs/schedules.md; its
-`format` field is the schedule's own version, as `schema` is a run directory file's.
+steps (runrecord.steps, a module per family of step kinds). The file format is documented
+in docs/schedules.md; its `format` field is the schedule's own version, as `schema` is a
+run directory file's.
 
 Loading never stops at the first problem: every bad field is reported with its path
 (``steps[3].count: must be a positive integer``) and the file it came from, in one
 `ScheduleError` (a run record error: the CLIs print it as one paragraph).
 
-Everything a schedule is made of can be imported from here.
+A schedule and its cluster can be imported from here; a step kind from its family's module.
 """
 
 from __future__ import annotations
@@ -42,96 +43,27 @@ from runrecord.schedule_fields import (
     unknown_fields,
 )
 from runrecord.schedule_load import load_step
-from runrecord.schedule_steps import (
-    ACTIVE,
-    MAX_COUNT,
-    MAX_WAIT_SECONDS,
-    QUORUM,
-    STEP_KINDS,
-    Cut,
-    ElectPreferred,
-    ElectUnclean,
-    Endpoint,
-    ExpireSession,
-    FailDir,
-    Heal,
-    HoldAlterPartition,
-    HoldBack,
-    Kill,
-    MoveDir,
-    Pause,
-    PowerLoss,
-    Produce,
-    Quorum,
-    Reassign,
-    Restart,
-    Resume,
-    Role,
-    Slow,
-    Step,
-    Target,
-    TxnAbort,
-    TxnCommit,
-    TxnEnd,
-    TxnWrite,
-    Wait,
-    step_targets,
-    step_to_dict,
-)
+from runrecord.steps.base import Step, step_to_dict
 from runrecord.typed import write_text
 
 __all__ = [
-    "ACTIVE",
     "DEFAULT_CHECKPOINT_MS",
     "DEFAULT_LAG_MS",
     "DEFAULT_SESSION_MS",
     "FORMAT",
     "MAX_BROKERS",
-    "MAX_COUNT",
-    "MAX_WAIT_SECONDS",
     "MODES",
-    "QUORUM",
-    "STEP_KINDS",
     "BrokerConfig",
     "Cluster",
-    "Cut",
-    "ElectPreferred",
-    "ElectUnclean",
-    "Endpoint",
-    "ExpireSession",
-    "FailDir",
-    "Heal",
-    "HoldAlterPartition",
-    "HoldBack",
-    "Kill",
-    "MoveDir",
-    "Pause",
-    "PowerLoss",
-    "Produce",
-    "Quorum",
-    "Reassign",
-    "Restart",
-    "Resume",
-    "Role",
     "Schedule",
     "ScheduleError",
-    "Slow",
-    "Step",
-    "Target",
     "TopicConfig",
-    "TxnAbort",
-    "TxnCommit",
-    "TxnEnd",
-    "TxnWrite",
-    "Wait",
     "cluster_to_dict",
     "dumps",
     "load_schedule",
     "loads",
     "parse_schedule",
     "session_key",
-    "step_targets",
-    "step_to_dict",
     "to_dict",
     "validate",
     "write_schedule",

@@ -1,29 +1,15 @@
 """How a schedule file states a step: `load_step` reads one (its kind, its fields, each
-checked as its metadata says) and checks what a step needs of the cluster."""
+checked as its metadata says) and asks the step what it needs of the cluster
+(`StepKind.problems`): nothing here knows one kind from another."""
 
 from __future__ import annotations
 
 from dataclasses import MISSING, fields
 from typing import Any
 
-from runrecord.power import CUT
 from runrecord.schedule_cluster import Cluster
 from runrecord.schedule_fields import Problems, an_object, is_int, unknown_fields
-from runrecord.schedule_steps import (
-    QUORUM,
-    STEP_KINDS,
-    Cut,
-    ElectUnclean,
-    FailDir,
-    Heal,
-    MoveDir,
-    PowerLoss,
-    Quorum,
-    Reassign,
-    Role,
-    Step,
-    TxnWrite,
-)
+from runrecord.steps import QUORUM, STEP_KINDS, Role, Step
 
 
 def _load_target(
@@ -94,39 +80,5 @@ def load_step(value: Any, path: str, problems: Problems, cluster: Cluster | None
 
 
 def _check_step(step: Step, path: str, problems: Problems, cluster: Cluster | None) -> None:
-    if isinstance(step, Heal) and (step.a is None) != (step.b is None):
-        problems.add(path, "a heal names both ends of a link (a and b) or neither (heal every cut)")
-    if isinstance(step, Cut | Heal) and step.a is not None and step.a == step.b:
-        problems.add(f"{path}.b", "a link needs two different ends")
-    if isinstance(step, Quorum) and cluster is not None:
-        if cluster.mode != "kraft":
-            problems.add(f"{path}.kind", "a quorum step needs KRaft (cluster.mode kraft)")
-        elif isinstance(step.voter, int) and step.voter > cluster.controllers:
-            problems.add(f"{path}.voter", f"the cluster has {cluster.controllers} controller(s)")
-    if isinstance(step, PowerLoss) and step.power_model != CUT and step.lose is not None:
-        problems.add(f"{path}.lose", f"the {step.model} model decides what is lost: no lose")
-    if isinstance(step, MoveDir | FailDir) and cluster is not None and cluster.log_dirs < 2:
-        what = "a move between log dirs" if isinstance(step, MoveDir) else "a failed log dir"
-        problems.add(f"{path}.kind", f"{what} needs cluster.log_dirs 2")
-    spans = isinstance(step, TxnWrite) and step.partitions and cluster is not None
-    if spans and step.partitions > 1 + cluster.background_partitions:
-        problems.add(
-            f"{path}.partitions",
-            f"the topic has {1 + cluster.background_partitions} partitions "
-            "(cluster.background_partitions + 1)",
-        )
-    if isinstance(step, Reassign):
-        if step.add is None and step.remove is None and step.prefer is None:
-            problems.add(path, "a reassignment names at least one of add, remove and prefer")
-        if cluster is not None and cluster.mode != "kraft":
-            # The ZooKeeper-mode controller bumps the leader epoch at a reassignment's
-            # start, end and each removal (KafkaController.onPartitionReassignment), which
-            # the model does not follow.
-            problems.add(f"{path}.kind", "a reassignment step needs KRaft (cluster.mode kraft)")
-    unclean = cluster is None or cluster.topic_config.unclean_leader_election_enable
-    if isinstance(step, ElectUnclean) and not unclean:
-        problems.add(
-            f"{path}.kind",
-            "an unclean election needs cluster.topic_config."
-            "unclean.leader.election.enable set to true",
-        )
+    for name, message in step.problems(cluster):
+        problems.add(f"{path}.{name}" if name else path, message)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runrecord.schedule_steps import QUORUM, Endpoint, Role
+from runrecord.steps.base import QUORUM, Endpoint, Role
 
 
 class Skip(Exception):

@@ -17,7 +17,7 @@ from checkers.simulate.state import (
     differ,
 )
 from checkers.simulate.transactions import Transactions
-from runrecord.schedule import QUORUM
+from runrecord.steps.base import QUORUM
 
 
 class ControlPlane(Transactions):

@@ -17,8 +17,8 @@ from typing import Any
 
 from checkers.simulate.controller import ControlPlane
 from checkers.simulate.state import Replica
-from runrecord.schedule import Reassign
 from runrecord.schedule_roles import Skip, View, reassignment
+from runrecord.steps.reassign import Reassign
 
 
 @dataclass

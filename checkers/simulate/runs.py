@@ -12,7 +12,9 @@ from checkers.protocol import Protocol
 from checkers.simulate.prediction import Prediction
 from checkers.simulate.state import SimOptions, SimulationError
 from checkers.simulate.steps import Simulator
-from runrecord.schedule import Cluster, Kill, PowerLoss, Schedule, Step
+from runrecord.schedule import Cluster, Schedule
+from runrecord.steps.base import Step
+from runrecord.steps.processes import Kill, PowerLoss
 
 
 def simulate(

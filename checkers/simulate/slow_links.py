@@ -36,8 +36,9 @@ from typing import Any
 
 from checkers.simulate.reassignment import Reassignments
 from checkers.simulate.state import FOLLOWER, LEADER, SimBatch
-from runrecord.schedule import QUORUM, Slow
 from runrecord.schedule_roles import SLOWABLE, pick_pair
+from runrecord.steps.base import QUORUM
+from runrecord.steps.links import Slow
 
 FETCH_TIMEOUT_S = 30.0  # a follower's request.timeout.ms for one fetch
 # How far a slice in flight got towards being rewritten (`SlowLinks._note_late_stage`).

@@ -18,8 +18,9 @@ from checkers.abstract import from_spec
 from checkers.lineage import EpochStarts, Lineage
 from checkers.protocol import Protocol
 from fixtures.releases import Release
-from runrecord.schedule import QUORUM, Cluster
+from runrecord.schedule import Cluster
 from runrecord.schedule_cluster import ELR_FEATURE
+from runrecord.steps.base import QUORUM
 from runrecord.typed import to_json
 
 RUNNING, STOPPED, PAUSED = "running", "stopped", "paused"

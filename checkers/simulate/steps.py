@@ -25,32 +25,7 @@ from checkers.simulate.state import (
     Write,
 )
 from checkers.simulate.transactions import ABORT
-from runrecord.schedule import (
-    ACTIVE,
-    QUORUM,
-    Cluster,
-    Cut,
-    ElectPreferred,
-    ElectUnclean,
-    Endpoint,
-    ExpireSession,
-    FailDir,
-    Heal,
-    HoldAlterPartition,
-    HoldBack,
-    Kill,
-    MoveDir,
-    Pause,
-    PowerLoss,
-    Produce,
-    Quorum,
-    Reassign,
-    Restart,
-    Resume,
-    Role,
-    Step,
-    Wait,
-)
+from runrecord.schedule import Cluster
 from runrecord.schedule_roles import (
     NO_ALTER_PARTITION,
     Rejected,
@@ -63,6 +38,15 @@ from runrecord.schedule_roles import (
     cannot_use_log_dir,
     pick,
 )
+from runrecord.steps.base import QUORUM, Endpoint, Role, Step
+from runrecord.steps.disks import FailDir, MoveDir
+from runrecord.steps.elections import ElectPreferred, ElectUnclean
+from runrecord.steps.links import Cut, ExpireSession, Heal, HoldAlterPartition, HoldBack
+from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.quorum import ACTIVE, Quorum
+from runrecord.steps.reassign import Reassign
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 
 # log.flush.offset.checkpoint.interval.ms (Kafka's default): how often a broker writes the
 # recovery points of its logs to recovery-point-offset-checkpoint.

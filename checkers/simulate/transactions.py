@@ -48,8 +48,9 @@ from typing import Any
 from checkers.simulate.replication import Replication
 from checkers.simulate.state import LEADER, STOPPED, SimBatch
 from runrecord.outcome import hang_cause as cause_of_hang
-from runrecord.schedule import QUORUM, Role, TxnAbort, TxnCommit, TxnWrite
 from runrecord.schedule_roles import Skip
+from runrecord.steps.base import QUORUM, Role
+from runrecord.steps.txn import TxnAbort, TxnCommit, TxnWrite
 
 # The schedule's transactional producer's transaction.timeout.ms, as a run sets it: past it
 # the coordinator aborts the transaction and bumps the producer's epoch.

@@ -17,30 +17,15 @@ from checkers.simulate import (
     simulate,
 )
 from fixtures.releases import Release
-from runrecord.schedule import (
-    QUORUM,
-    BrokerConfig,
-    Cluster,
-    Cut,
-    ElectPreferred,
-    ElectUnclean,
-    ExpireSession,
-    FailDir,
-    Heal,
-    HoldBack,
-    Kill,
-    MoveDir,
-    Pause,
-    PowerLoss,
-    Produce,
-    Quorum,
-    Restart,
-    Resume,
-    Role,
-    Schedule,
-    TopicConfig,
-    Wait,
-)
+from runrecord.schedule import BrokerConfig, Cluster, Schedule, TopicConfig
+from runrecord.steps.base import QUORUM, Role
+from runrecord.steps.disks import FailDir, MoveDir
+from runrecord.steps.elections import ElectPreferred, ElectUnclean
+from runrecord.steps.links import Cut, ExpireSession, Heal, HoldBack
+from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.quorum import Quorum
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 
 A, B, C = 1, 2, 3
 HW, KIP101, KIP279, DIVERGING = (

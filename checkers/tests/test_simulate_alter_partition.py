@@ -5,20 +5,12 @@ from __future__ import annotations
 
 from checkers.protocol import Protocol
 from checkers.simulate import simulate
-from runrecord.schedule import (
-    Cluster,
-    Heal,
-    HoldAlterPartition,
-    HoldBack,
-    Kill,
-    Produce,
-    Schedule,
-    TopicConfig,
-    Wait,
-    dumps,
-    loads,
-)
+from runrecord.schedule import Cluster, Schedule, TopicConfig, dumps, loads
 from runrecord.schedule_roles import NO_ALTER_PARTITION
+from runrecord.steps.links import Heal, HoldAlterPartition, HoldBack
+from runrecord.steps.processes import Kill
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 
 A, B = 1, 2
 

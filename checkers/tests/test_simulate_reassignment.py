@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from checkers.model import Fate
 from checkers.simulate import Simulator
-from runrecord.schedule import Cluster, Cut, Heal, Kill, Produce, Reassign, Restart, Role
+from runrecord.schedule import Cluster
+from runrecord.steps.base import Role
+from runrecord.steps.links import Cut, Heal
+from runrecord.steps.processes import Kill, Restart
+from runrecord.steps.reassign import Reassign
+from runrecord.steps.writes import Produce
 
 FOUR = Cluster(mode="kraft", brokers=4, replication_factor=3, replicas=(1, 2, 3))
 

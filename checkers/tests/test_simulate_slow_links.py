@@ -15,26 +15,13 @@ from checkers.simulate.slow_links import (
     LATE_REFILLED,
     LATE_TRUNCATED,
 )
-from runrecord.schedule import (
-    QUORUM,
-    BrokerConfig,
-    Cluster,
-    Cut,
-    ElectPreferred,
-    ExpireSession,
-    Heal,
-    HoldBack,
-    Kill,
-    Pause,
-    Produce,
-    Restart,
-    Resume,
-    Role,
-    Schedule,
-    Slow,
-    Wait,
-    load_schedule,
-)
+from runrecord.schedule import BrokerConfig, Cluster, Schedule, load_schedule
+from runrecord.steps.base import QUORUM, Role
+from runrecord.steps.elections import ElectPreferred
+from runrecord.steps.links import Cut, ExpireSession, Heal, HoldBack, Slow
+from runrecord.steps.processes import Kill, Pause, Restart, Resume
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 
 A, B, C = 1, 2, 3
 FINDING = Path(__file__).resolve().parents[2] / "docs" / "findings" / "KAFKA-18723.json"

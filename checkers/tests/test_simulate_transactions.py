@@ -10,25 +10,13 @@ from checkers.simulate import SimOptions, simulate
 from checkers.simulate.state import SimBatch
 from checkers.simulate.transactions import FAILED_TXN, open_transaction
 from runrecord.outcome import HANGING, LOST_MARKER, POWER_LOST_MARKER, SKIPPED_MARKER
-from runrecord.schedule import (
-    Cluster,
-    ElectUnclean,
-    ExpireSession,
-    Heal,
-    HoldBack,
-    Kill,
-    PowerLoss,
-    Produce,
-    Restart,
-    Schedule,
-    TopicConfig,
-    TxnAbort,
-    TxnCommit,
-    TxnWrite,
-    Wait,
-    dumps,
-    loads,
-)
+from runrecord.schedule import Cluster, Schedule, TopicConfig, dumps, loads
+from runrecord.steps.elections import ElectUnclean
+from runrecord.steps.links import ExpireSession, Heal, HoldBack
+from runrecord.steps.processes import Kill, PowerLoss, Restart
+from runrecord.steps.txn import TxnAbort, TxnCommit, TxnWrite
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 
 B, C = 2, 3
 

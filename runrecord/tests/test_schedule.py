@@ -11,30 +11,11 @@ import pytest
 from fixtures.errors import LogforkError
 from runrecord.schedule import (
     FORMAT,
-    QUORUM,
     BrokerConfig,
     Cluster,
-    Cut,
-    ElectPreferred,
-    ElectUnclean,
-    ExpireSession,
-    Heal,
-    HoldBack,
-    Kill,
-    MoveDir,
-    Pause,
-    PowerLoss,
-    Produce,
-    Reassign,
-    Restart,
-    Resume,
-    Role,
     Schedule,
     ScheduleError,
-    Slow,
     TopicConfig,
-    TxnWrite,
-    Wait,
     dumps,
     load_schedule,
     loads,
@@ -43,6 +24,15 @@ from runrecord.schedule import (
     validate,
     write_schedule,
 )
+from runrecord.steps.base import QUORUM, Role
+from runrecord.steps.disks import MoveDir
+from runrecord.steps.elections import ElectPreferred, ElectUnclean
+from runrecord.steps.links import Cut, ExpireSession, Heal, HoldBack, Slow
+from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.reassign import Reassign
+from runrecord.steps.txn import TxnWrite
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 from runrecord.typed import RunRecordError
 
 # Every step kind at least once, roles and ids, KIP-279 scenario 1's cluster shape.

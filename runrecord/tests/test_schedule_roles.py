@@ -8,9 +8,10 @@ import pytest
 from checkers.protocol import RecoveryState
 from checkers.simulate import Simulator
 from checkers.simulate.state import SimOptions
-from runrecord.schedule import QUORUM, Cluster, Role
+from runrecord.schedule import Cluster
 from runrecord.schedule_roles import Skip, View, candidates, pick
 from runrecord.states import StateRecord
+from runrecord.steps.base import QUORUM, Role
 
 
 def recorded(leader: int, isr: list[int]) -> StateRecord:

@@ -29,11 +29,20 @@ from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
 from observe.state import PartitionState, partition_state
 from runrecord import schedule_roles as roles
-from runrecord import schedule_steps as kinds
 from runrecord.events import EventKind
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
-from runrecord.schedule import QUORUM, Schedule, Step
+from runrecord.schedule import Schedule
 from runrecord.schedule_roles import Rejected, Skip, Unserved, View
+from runrecord.steps.base import QUORUM, Step, names_coordinator
+from runrecord.steps.disks import FailDir, MoveDir
+from runrecord.steps.elections import ElectPreferred, ElectUnclean
+from runrecord.steps.links import Cut, ExpireSession, Heal, HoldAlterPartition, HoldBack, Slow
+from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.quorum import Quorum
+from runrecord.steps.reassign import Reassign
+from runrecord.steps.txn import TxnAbort, TxnCommit, TxnEnd, TxnWrite
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 from suites.broker_logs import log_mark, shutdown_backoffs
 from suites.explore import (
     dir_steps,
@@ -264,10 +273,10 @@ class Live:
         simulator (SimOptions.coordinator_at), which does not follow the coordinator's log;
         Unserved when there is none."""
         self._coordinator = None
-        if not kinds.names_coordinator(step):
+        if not names_coordinator(step):
             # A transactional step talks to the coordinator: the model follows who it was
             # (a broker cut off from the quorum later stays the producer's coordinator).
-            if isinstance(step, kinds.TxnWrite | kinds.TxnEnd):
+            if isinstance(step, TxnWrite | TxnEnd):
                 self._tell_coordinator(index, txn_steps.coordinator(self.cluster))
             return
         self._coordinator = txn_steps.coordinator(self.cluster)
@@ -310,7 +319,7 @@ class Live:
         options = dataclasses.replace(self.sim.options, controller_after=tuple(self.controllers))
         self.sim.options = options
 
-    def _do_produce(self, step: kinds.Produce) -> tuple[dict[str, Any], float]:
+    def _do_produce(self, step: Produce) -> tuple[dict[str, Any], float]:
         return produce_step.produce(self, step)
 
     def own_leader(self, b: int, partition: int = 0) -> int | None:
@@ -327,7 +336,7 @@ class Live:
         except WaitTimeout as exc:
             return exc.last if isinstance(exc.last, int) else None
 
-    def _do_holdback(self, step: kinds.HoldBack) -> tuple[dict[str, Any], float]:
+    def _do_holdback(self, step: HoldBack) -> tuple[dict[str, Any], float]:
         view = self.view()
         leader = view.leader
         if leader is None or not self.alive(leader):
@@ -350,7 +359,7 @@ class Live:
         return {"follower": b, "leader": leader}, 0.0
 
     def _do_holdalterpartition(
-        self, step: kinds.HoldAlterPartition
+        self, step: HoldAlterPartition
     ) -> tuple[dict[str, Any], float]:
         if self.cluster.mode == "zk" and not self.cluster.release.has_alter_partition:
             raise Skip(roles.NO_ALTER_PARTITION)
@@ -366,7 +375,7 @@ class Live:
         self.holds.hold(b, self.node(b), reaching=reaching)
         return {"broker": b}, 0.0
 
-    def _do_cut(self, step: kinds.Cut) -> tuple[dict[str, Any], float]:
+    def _do_cut(self, step: Cut) -> tuple[dict[str, Any], float]:
         view = self.view()
         down: list[str] = []
         for a in roles.candidates(step.a, view):
@@ -386,12 +395,12 @@ class Live:
         why = f": {'; '.join(down)}" if down else ""
         raise Skip(f"no uncut link between {step.a} and {step.b}{why}")
 
-    def _do_slow(self, step: kinds.Slow) -> tuple[dict[str, Any], float]:
+    def _do_slow(self, step: Slow) -> tuple[dict[str, Any], float]:
         a, b, link = slow_steps.slow_link(self, step)
         self.links.append(Link(a, b, "slow", link))
         return {"a": a, "b": b, "rate": step.rate}, 0.0
 
-    def _do_heal(self, step: kinds.Heal) -> tuple[dict[str, Any], float]:
+    def _do_heal(self, step: Heal) -> tuple[dict[str, Any], float]:
         if step.a is None:
             if not (self.links or self.voter_cuts or self.holds.held() or self.txn.held):
                 raise Skip("nothing is cut")
@@ -437,10 +446,10 @@ class Live:
             cut.heal()
             del self.voter_cuts[name]
 
-    def _do_quorum(self, step: kinds.Quorum) -> tuple[dict[str, Any], float]:
+    def _do_quorum(self, step: Quorum) -> tuple[dict[str, Any], float]:
         return quorum_fault(self.cluster, step, self.voter_cuts), 0.0
 
-    def _do_expiresession(self, step: kinds.ExpireSession) -> tuple[dict[str, Any], float]:
+    def _do_expiresession(self, step: ExpireSession) -> tuple[dict[str, Any], float]:
         view = self.view()
 
         def ok(b: Any) -> str | None:
@@ -456,22 +465,22 @@ class Live:
         self.links.append(Link(b, QUORUM, "session", expiry.cut, expiry))
         return {"broker": b}, self._session_wait(b, since)
 
-    def _do_electpreferred(self, step: kinds.ElectPreferred) -> tuple[dict[str, Any], float]:
+    def _do_electpreferred(self, step: ElectPreferred) -> tuple[dict[str, Any], float]:
         return elect_steps.preferred(self)
 
-    def _do_electunclean(self, step: kinds.ElectUnclean) -> tuple[dict[str, Any], float]:
+    def _do_electunclean(self, step: ElectUnclean) -> tuple[dict[str, Any], float]:
         return elect_steps.unclean(self, step)
 
-    def _do_txnwrite(self, step: kinds.TxnWrite) -> tuple[dict[str, Any], float]:
+    def _do_txnwrite(self, step: TxnWrite) -> tuple[dict[str, Any], float]:
         return txn_steps.write(self, self.txn, step)
 
-    def _do_txncommit(self, step: kinds.TxnCommit) -> tuple[dict[str, Any], float]:
+    def _do_txncommit(self, step: TxnCommit) -> tuple[dict[str, Any], float]:
         return txn_steps.end(self, self.txn, txn_steps.COMMIT, step.held)
 
-    def _do_txnabort(self, step: kinds.TxnAbort) -> tuple[dict[str, Any], float]:
+    def _do_txnabort(self, step: TxnAbort) -> tuple[dict[str, Any], float]:
         return txn_steps.end(self, self.txn, txn_steps.ABORT, step.held)
 
-    def _do_kill(self, step: kinds.Kill) -> tuple[dict[str, Any], float]:
+    def _do_kill(self, step: Kill) -> tuple[dict[str, Any], float]:
         view = self.view()
 
         def ok(b: Any) -> str | None:
@@ -523,7 +532,7 @@ class Live:
             raise NotReached(exc.what, str(exc.last)) from None
         return self._session_wait(b, since)
 
-    def _do_restart(self, step: kinds.Restart) -> tuple[dict[str, Any], float]:
+    def _do_restart(self, step: Restart) -> tuple[dict[str, Any], float]:
         view = self.view()
 
         def ok(b: Any) -> str | None:
@@ -551,12 +560,12 @@ class Live:
         self._since[b] = log_mark(self.node(b))
         dir_steps.restart(self, b, start)
 
-    def _do_pause(self, step: kinds.Pause) -> tuple[dict[str, Any], float]:
+    def _do_pause(self, step: Pause) -> tuple[dict[str, Any], float]:
         b = roles.pick(step.target, self.view(), self._running, "pause")
         process.pause(self.cluster, self.node(b))
         return {"broker": b}, 0.0
 
-    def _do_resume(self, step: kinds.Resume) -> tuple[dict[str, Any], float]:
+    def _do_resume(self, step: Resume) -> tuple[dict[str, Any], float]:
         def ok(b: Any) -> str | None:
             return None if self.status(b) == "paused" else self.describe(b)
 
@@ -564,7 +573,7 @@ class Live:
         process.resume(self.cluster, self.node(b))
         return {"broker": b}, 0.0
 
-    def _do_powerloss(self, step: kinds.PowerLoss) -> tuple[dict[str, Any], float]:
+    def _do_powerloss(self, step: PowerLoss) -> tuple[dict[str, Any], float]:
         b = roles.pick(step.target, self.view(), self._running, "cut the power of")
         cut = PowerCut(len(self.results), b)
 
@@ -577,15 +586,15 @@ class Live:
         lost = {p: after - before for p, (before, after) in cut.ends.items() if after != before}
         return {"broker": b, "lost": {str(p): -n for p, n in lost.items()}}, waits
 
-    def _do_movedir(self, step: kinds.MoveDir) -> tuple[dict[str, Any], float]:
+    def _do_movedir(self, step: MoveDir) -> tuple[dict[str, Any], float]:
         return dir_steps.move(self, step)
 
-    def _do_faildir(self, step: kinds.FailDir) -> tuple[dict[str, Any], float]:
+    def _do_faildir(self, step: FailDir) -> tuple[dict[str, Any], float]:
         return dir_steps.fail(self, step)
 
-    def _do_reassign(self, step: kinds.Reassign) -> tuple[dict[str, Any], float]:
+    def _do_reassign(self, step: Reassign) -> tuple[dict[str, Any], float]:
         return reassign_steps.reassign(self, step)
 
-    def _do_wait(self, step: kinds.Wait) -> tuple[dict[str, Any], float]:
+    def _do_wait(self, step: Wait) -> tuple[dict[str, Any], float]:
         time.sleep(step.seconds)  # the step is time passing: nothing to wait for but it
         return {}, float(step.seconds)

@@ -27,7 +27,9 @@ from observe.controller import active_controller
 from observe.state import partitions
 from runrecord.power import CUT, UNSYNCED
 from runrecord.schedule import Cluster as Shape
-from runrecord.schedule import FailDir, PowerLoss, Schedule, session_key
+from runrecord.schedule import Schedule, session_key
+from runrecord.steps.disks import FailDir
+from runrecord.steps.processes import PowerLoss
 from suites.broker_logs import dead_fetcher, log_mark
 from suites.explore import txn_steps
 

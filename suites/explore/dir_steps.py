@@ -19,9 +19,9 @@ from fixtures.waiting import Aborted, WaitTimeout, wait_until
 from observe.log_dirs import log_dir_states
 from observe.state import PartitionState
 from runrecord import schedule_roles as roles
-from runrecord import schedule_steps as kinds
-from runrecord.schedule import QUORUM
 from runrecord.schedule_roles import View
+from runrecord.steps.base import QUORUM, Target
+from runrecord.steps.disks import FailDir, MoveDir
 from suites.explore.quorum import majority_up
 
 
@@ -53,7 +53,7 @@ class Runner(Protocol):
     def linked(self, a: Any, b: Any) -> bool: ...
 
 
-def _target(run: Runner, target: kinds.Target, failing: bool, what: str) -> int:
+def _target(run: Runner, target: Target, failing: bool, what: str) -> int:
     view = run.view()
     up = majority_up(run.cluster, run.voter_cuts)
 
@@ -64,7 +64,7 @@ def _target(run: Runner, target: kinds.Target, failing: bool, what: str) -> int:
     return roles.pick(target, view, cannot, what)
 
 
-def move(run: Runner, step: kinds.MoveDir) -> tuple[dict[str, Any], float]:
+def move(run: Runner, step: MoveDir) -> tuple[dict[str, Any], float]:
     """The replica into its broker's other log dir: swapped in, or (throttled) on its way.
     A swap must keep every leader epoch the replica cached (noted where it does not)."""
     b = _target(run, step.target, False, "move the replica of")
@@ -112,7 +112,7 @@ def _epoch_cache(run: Runner, b: int, index: int) -> list[tuple[int, int]]:
         raise NotReached(f"broker {b}'s leader-epoch-checkpoint of {run.topic}-0", exc) from None
 
 
-def fail(run: Runner, step: kinds.FailDir) -> tuple[dict[str, Any], float]:
+def fail(run: Runner, step: FailDir) -> tuple[dict[str, Any], float]:
     """The dir holding the replica fails; proven by the broker's own view, then by the
     controller's reaction, or by the replica re-created in another dir (the finding)."""
     b = _target(run, step.target, True, "fail the log dir of")

@@ -9,8 +9,8 @@ from faults import elections
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from runrecord import schedule_roles as roles
-from runrecord import schedule_steps as kinds
 from runrecord.schedule_roles import Skip, View
+from runrecord.steps.elections import ElectUnclean
 
 # The controller's answers to a preferred election whose preconditions no longer held.
 _LOST_RACE = ("PREFERRED_LEADER_NOT_AVAILABLE", "ELECTION_NOT_NEEDED")
@@ -57,7 +57,7 @@ def preferred(run: Runner) -> tuple[dict[str, Any], float]:
     return {"leader": preferred}, 0.0
 
 
-def unclean(run: Runner, step: kinds.ElectUnclean) -> tuple[dict[str, Any], float]:
+def unclean(run: Runner, step: ElectUnclean) -> tuple[dict[str, Any], float]:
     """Elect an out-of-sync replica the step names, while no ISR member is alive."""
     view = run.view()
     live_isr = [b for b in view.isr if run.registered(b)]

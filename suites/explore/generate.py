@@ -22,39 +22,17 @@ from typing import Any
 from checkers.protocol import Protocol
 from checkers.simulate import Simulator
 from runrecord.power import CUT
-from runrecord.schedule import (
-    ACTIVE,
-    QUORUM,
-    STEP_KINDS,
-    BrokerConfig,
-    Cluster,
-    Cut,
-    ElectPreferred,
-    ElectUnclean,
-    ExpireSession,
-    FailDir,
-    Heal,
-    HoldAlterPartition,
-    HoldBack,
-    Kill,
-    MoveDir,
-    Pause,
-    PowerLoss,
-    Produce,
-    Quorum,
-    Reassign,
-    Restart,
-    Resume,
-    Role,
-    Schedule,
-    Slow,
-    Step,
-    TopicConfig,
-    TxnAbort,
-    TxnCommit,
-    TxnWrite,
-    Wait,
-)
+from runrecord.schedule import BrokerConfig, Cluster, Schedule, TopicConfig
+from runrecord.steps.base import QUORUM, STEP_KINDS, Role, Step
+from runrecord.steps.disks import FailDir, MoveDir
+from runrecord.steps.elections import ElectPreferred, ElectUnclean
+from runrecord.steps.links import Cut, ExpireSession, Heal, HoldAlterPartition, HoldBack, Slow
+from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.quorum import ACTIVE, Quorum
+from runrecord.steps.reassign import Reassign
+from runrecord.steps.txn import TxnAbort, TxnCommit, TxnWrite
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 from suites.explore.step_variants import (
     FILLERS,
     at_coordinator_at_times,

@@ -22,7 +22,9 @@ from typing import Any
 from checkers.model import Fate
 from checkers.protocol import Protocol
 from checkers.simulate import Prediction, SimOptions, Simulator, simulate
-from runrecord.schedule import Produce, Schedule, Step, dumps
+from runrecord.schedule import Schedule, dumps
+from runrecord.steps.base import Step
+from runrecord.steps.writes import Produce
 from suites.explore.generate import (
     COUNTS,
     DrawOptions,

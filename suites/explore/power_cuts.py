@@ -10,8 +10,8 @@ from faults import power
 from fixtures.cluster import Cluster
 from fixtures.crashfs import CrashReport
 from fixtures.nodes import Node
-from runrecord import schedule_steps as kinds
 from runrecord.power import CUT
+from runrecord.steps.processes import PowerLoss
 
 
 @dataclass
@@ -53,7 +53,7 @@ def unmodelled(reports: list[CrashReport], topic: str) -> list[str]:
 
 
 def cut_power(
-    cluster: Cluster, node: Node, step: kinds.PowerLoss, topic: str, cut: PowerCut
+    cluster: Cluster, node: Node, step: PowerLoss, topic: str, cut: PowerCut
 ) -> None:
     """Run a `power-loss` step on the broker (faults.power, on the schedule's topic only),
     filling in `cut` with what it dropped."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from runrecord import schedule_roles as roles
-from runrecord import schedule_steps as kinds
-from runrecord.schedule import Role
 from runrecord.schedule_roles import Rejected, Skip
+from runrecord.steps.base import Role
+from runrecord.steps.writes import Produce
 from suites.explore import slow_steps
 from suites.steps import check_landed, write_batch
 
@@ -19,11 +19,11 @@ if TYPE_CHECKING:
 # Produce.REQUEST_TIMEOUT (the model lets that time pass too); a write is not retried by a
 # timeout, so one step is one batch (a re-send after NOT_LEADER_FOR_PARTITION makes the step
 # not reached: check_landed).
-REQUEST_TIMEOUT = kinds.Produce.REQUEST_TIMEOUT
+REQUEST_TIMEOUT = Produce.REQUEST_TIMEOUT
 NOT_ENOUGH_REPLICAS = "Not enough in-sync replicas"  # librdkafka's text of error 19
 
 
-def produce(live: Live, step: kinds.Produce) -> tuple[dict[str, Any], float]:
+def produce(live: Live, step: Produce) -> tuple[dict[str, Any], float]:
     """Write the batch (and the filler first); skipped where no broker fits, rejected where
     the leader refuses it for want of in-sync replicas."""
     view = live.view()

@@ -9,19 +9,19 @@ from faults import controller as controller_faults
 from faults import network, process
 from fixtures.cluster import Cluster
 from observe.controller import active_controller
-from runrecord import schedule_steps as kinds
 from runrecord.schedule_roles import Skip
+from runrecord.steps.quorum import ACTIVE, Quorum
 
 
 def quorum_fault(
-    cluster: Cluster, step: kinds.Quorum, voter_cuts: dict[str, network.Cut]
+    cluster: Cluster, step: Quorum, voter_cuts: dict[str, network.Cut]
 ) -> dict[str, Any]:
     """A fault of the KRaft quorum, proven: a kill, pause or isolation of the active
     controller is followed by another voter leading (while a majority is left); a
     restart or resume by the voter running again."""
     voters = {i: node for i, node in enumerate(cluster.controllers, start=1)}
     leader = active_controller(cluster)
-    if step.voter == kinds.ACTIVE:
+    if step.voter == ACTIVE:
         number = next(i for i, node in voters.items() if node is leader)
     else:
         number = int(step.voter)

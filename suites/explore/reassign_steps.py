@@ -9,9 +9,9 @@ from typing import Any
 from faults import reassign as reassignments
 from fixtures.errors import NotReached
 from runrecord import schedule_roles as roles
-from runrecord import schedule_steps as kinds
-from runrecord.schedule import QUORUM
 from runrecord.schedule_roles import Skip
+from runrecord.steps.base import QUORUM
+from runrecord.steps.reassign import Reassign
 from suites.explore.quorum import majority_up
 
 # A new replica of a schedule's partition (a few batches) catches up within a fetch or two;
@@ -20,7 +20,7 @@ from suites.explore.quorum import majority_up
 COMPLETE_WAIT = 10.0
 
 
-def reassign(run: Any, step: kinds.Reassign) -> tuple[dict[str, Any], float]:
+def reassign(run: Any, step: Reassign) -> tuple[dict[str, Any], float]:
     """`run`: the schedule's runner (suites.explore.actions.Live)."""
     cluster = run.cluster
     if not majority_up(cluster, run.voter_cuts):

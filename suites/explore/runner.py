@@ -43,8 +43,10 @@ from runrecord.replay import (
 )
 from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
-from runrecord.schedule import MoveDir, Reassign, Schedule, write_schedule
+from runrecord.schedule import Schedule, write_schedule
 from runrecord.schedule_expect import expected_symptom
+from runrecord.steps.disks import MoveDir
+from runrecord.steps.reassign import Reassign
 from runrecord.typed import to_json
 from suites.broker_logs import (
     broker_lines,

@@ -32,12 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from runrecord.schedule import (
-    Schedule,
-    ScheduleError,
-    dumps,
-    validate,
-)
+from runrecord.schedule import Schedule, ScheduleError, dumps, validate
 from suites.explore.shrink_passes import PASSES
 from suites.explore.threads import run_threads
 

@@ -9,23 +9,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any, Protocol
 
-from runrecord.schedule import (
-    QUORUM,
-    Cluster,
-    Heal,
-    Kill,
-    MoveDir,
-    PowerLoss,
-    Produce,
-    Reassign,
-    Role,
-    Schedule,
-    Step,
-    TxnEnd,
-    TxnWrite,
-    Wait,
-    step_targets,
-)
+from runrecord.schedule import Cluster, Schedule
+from runrecord.steps.base import QUORUM, Role, Step, step_targets
+from runrecord.steps.disks import MoveDir
+from runrecord.steps.links import Heal
+from runrecord.steps.processes import Kill, PowerLoss
+from runrecord.steps.reassign import Reassign
+from runrecord.steps.txn import TxnEnd, TxnWrite
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 
 
 class Trier(Protocol):

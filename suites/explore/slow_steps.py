@@ -22,9 +22,10 @@ from faults.slow_link import SlowLink, slow
 from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from runrecord import schedule_roles as roles
-from runrecord import schedule_steps as kinds
 from runrecord.schedule import Schedule
 from runrecord.schedule_roles import Unserved
+from runrecord.steps.links import Slow
+from runrecord.steps.writes import Produce
 
 if TYPE_CHECKING:
     from suites.explore.actions import Live
@@ -37,7 +38,7 @@ def filler_topic(topic: str) -> str:
 
 
 def needs_filler(schedule: Schedule) -> bool:
-    return any(isinstance(s, kinds.Produce) and s.filler for s in schedule.steps)
+    return any(isinstance(s, Produce) and s.filler for s in schedule.steps)
 
 
 def create_filler_topic(cluster: Cluster, schedule: Schedule, topic: str) -> None:
@@ -78,7 +79,7 @@ def write_filler(cluster: Cluster, topic: str, kbytes: int, to: int) -> dict[str
     return {"filler_kb": kbytes, "filler_offset": landed[0], "filler_leader": leader}
 
 
-def slow_link(live: Live, step: kinds.Slow) -> tuple[int, int, SlowLink]:
+def slow_link(live: Live, step: Slow) -> tuple[int, int, SlowLink]:
     """Shape what `a` sends `b`; a pair already slowed, or not both running, is passed by
     (runrecord.schedule_roles.pick_pair, the rule the model follows)."""
 

@@ -11,21 +11,12 @@ from dataclasses import replace
 from typing import Any
 
 from runrecord.power import CUT
-from runrecord.schedule import (
-    QUORUM,
-    Cluster,
-    Cut,
-    Heal,
-    Kill,
-    Pause,
-    PowerLoss,
-    Produce,
-    Role,
-    Step,
-    TxnAbort,
-    TxnCommit,
-    TxnWrite,
-)
+from runrecord.schedule import Cluster
+from runrecord.steps.base import QUORUM, Role, Step
+from runrecord.steps.links import Cut, Heal
+from runrecord.steps.processes import Kill, Pause, PowerLoss
+from runrecord.steps.txn import TxnAbort, TxnCommit, TxnWrite
+from runrecord.steps.writes import Produce
 
 FILLERS = [300, 700]  # KB: what a produce step may write first, with slow links
 FILLED = 0.3  # of the produce steps drawn with slow links, those that write a filler

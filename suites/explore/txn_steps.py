@@ -44,10 +44,11 @@ from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.stable import StableOffsets, read_pass, stable_offsets
 from observe.state import PartitionState, partition_state
-from runrecord import schedule_steps as kinds
 from runrecord.history import ABORTED, COMMITTED, READ_COMMITTED, READ_UNCOMMITTED, Send
 from runrecord.schedule import Schedule
 from runrecord.schedule_roles import Skip, Unserved
+from runrecord.steps.base import MAX_COUNT
+from runrecord.steps.txn import TxnAbort, TxnCommit, TxnEnd, TxnWrite
 from suites.clients.api import TxnFailed
 from suites.clients.librdkafka import fenced
 from suites.scenario import RunContext
@@ -70,7 +71,7 @@ TXN_TIMEOUT_MS = int(TXN_TIMEOUT_S * 1000)
 # loaded 4.3.1 (four clusters on two cores) that took longer than 5 s.
 MARKERS_WAIT = 10.0
 END_TIMEOUT = 30.0  # for the coordinator to answer a commit or an abort
-STEPS = (kinds.TxnWrite, kinds.TxnCommit, kinds.TxnAbort)
+STEPS = (TxnWrite, TxnCommit, TxnAbort)
 # How long the client waits on a request before it retries it on a new connection
 # (librdkafka's socket.timeout.ms, 60 s by default), in a schedule that holds an EndTxn:
 # longer than a broker takes to answer an acks=all write (REQUEST_TIMEOUT), so that only a
@@ -84,7 +85,7 @@ def uses_transactions(schedule: Schedule) -> bool:
 
 
 def holds_end(schedule: Schedule) -> bool:
-    return any(isinstance(s, kinds.TxnEnd) and s.held for s in schedule.steps)
+    return any(isinstance(s, TxnEnd) and s.held for s in schedule.steps)
 
 
 @dataclass
@@ -140,7 +141,7 @@ class Transactional:
         if self.producer is None:
             conf = {
                 "linger.ms": 2000,  # every record of a step in one batch until flush()
-                "batch.num.messages": kinds.MAX_COUNT,
+                "batch.num.messages": MAX_COUNT,
                 "request.timeout.ms": int(self.request_timeout * 1000),
                 "message.timeout.ms": int(self.timeout * 1000),
             }
@@ -274,7 +275,7 @@ def _verifiable(run: Runner, c: int | None, leaders: dict[int, int], joined: set
             )
 
 
-def write(run: Runner, txn: Transactional, step: kinds.TxnWrite) -> tuple[dict[str, Any], float]:
+def write(run: Runner, txn: Transactional, step: TxnWrite) -> tuple[dict[str, Any], float]:
     if not run.cluster.release.at_least(0, 11):
         raise Skip("transactions need Kafka 0.11 (KIP-98)")
     if txn.open and txn.failed:

@@ -13,25 +13,19 @@ from checkers.simulate import simulate
 from fixtures.releases import Release
 from runrecord.outcome import HANGING, LOST_MARKER
 from runrecord.schedule import (
-    QUORUM,
     BrokerConfig,
     Cluster,
-    ElectPreferred,
-    ElectUnclean,
-    ExpireSession,
-    HoldAlterPartition,
-    HoldBack,
-    Kill,
-    PowerLoss,
-    Produce,
-    Restart,
     Schedule,
     TopicConfig,
     dumps,
     load_schedule,
     validate,
 )
-from runrecord.schedule_steps import names_coordinator
+from runrecord.steps.base import QUORUM, names_coordinator
+from runrecord.steps.elections import ElectPreferred, ElectUnclean
+from runrecord.steps.links import ExpireSession, HoldAlterPartition, HoldBack
+from runrecord.steps.processes import Kill, PowerLoss, Restart
+from runrecord.steps.writes import Produce
 from suites.explore.generate import (
     STEP_WEIGHTS,
     TXN_KINDS,

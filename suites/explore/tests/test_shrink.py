@@ -7,26 +7,15 @@ import threading
 
 from checkers.protocol import Protocol
 from checkers.simulate import simulate
-from runrecord.schedule import (
-    BrokerConfig,
-    Cluster,
-    Cut,
-    ElectPreferred,
-    ExpireSession,
-    Heal,
-    HoldBack,
-    Kill,
-    MoveDir,
-    Produce,
-    Restart,
-    Role,
-    Schedule,
-    TopicConfig,
-    TxnCommit,
-    TxnWrite,
-    Wait,
-    validate,
-)
+from runrecord.schedule import BrokerConfig, Cluster, Schedule, TopicConfig, validate
+from runrecord.steps.base import Role
+from runrecord.steps.disks import MoveDir
+from runrecord.steps.elections import ElectPreferred
+from runrecord.steps.links import Cut, ExpireSession, Heal, HoldBack
+from runrecord.steps.processes import Kill, Restart
+from runrecord.steps.txn import TxnCommit, TxnWrite
+from runrecord.steps.waits import Wait
+from runrecord.steps.writes import Produce
 from suites.explore.guide import kafka_6361_class
 from suites.explore.shrink import (
     FAILING,
