@@ -60,7 +60,7 @@ def pause_controller(cluster: Cluster, *, timeout: float = 90.0) -> tuple[Node, 
 
 def isolate_controller(
     cluster: Cluster, peers: list[Node] | None = None, *, timeout: float = 90.0
-) -> tuple[network.Cut, Node, Node]:
+) -> tuple[network.LinkCut, Node, Node]:
     """Cut the active controller off from `peers` (default: every other node) until
     another takes over; returns (cut, old, new) with the cut still in force."""
     old = active_controller(cluster)

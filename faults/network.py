@@ -87,7 +87,7 @@ def delete_rules(node: Node, rules: list[list[str]]) -> list[str]:
 
 
 @dataclass
-class Cut:
+class LinkCut:
     """Rules on `node` that drop its traffic with `peers` in the given directions."""
 
     cluster: Cluster
@@ -145,7 +145,7 @@ class Cut:
         else:
             self.mirrored.append((node, spec))
 
-    def inject(self) -> Cut:
+    def inject(self) -> LinkCut:
         # When the first rule went in: under load, installing every rule and proving the cut
         # take seconds, and the cut acts from its first rule (explore's clock, actions.py).
         effective: float | None = None
@@ -269,7 +269,7 @@ class Cut:
                 )
         self.cluster.timeline.record("heal", "cut", cut=self.describe())
 
-    def __enter__(self) -> Cut:
+    def __enter__(self) -> LinkCut:
         return self.inject() if not self.rules else self
 
     def __exit__(self, *exc: object) -> None:
@@ -307,11 +307,11 @@ def partition(
     *,
     one_way: bool = False,
     mirror: bool = False,
-) -> Cut:
+) -> LinkCut:
     """Cut a from b. Both directions by default; `one_way` drops only what b sends to a.
     `mirror`: the rules also go into b's namespace, so the cut survives a restart of a."""
     peers = b if isinstance(b, list) else [b]
-    return Cut(cluster, a, peers, inbound=True, outbound=not one_way, mirror=mirror).inject()
+    return LinkCut(cluster, a, peers, inbound=True, outbound=not one_way, mirror=mirror).inject()
 
 
 def isolate(
@@ -320,17 +320,17 @@ def isolate(
     from_: list[Node] | None = None,
     *,
     mirror: bool = False,
-) -> Cut:
+) -> LinkCut:
     """Cut a node from the given nodes (default: every other node of the cluster)."""
     peers = from_ if from_ is not None else [n for n in cluster.nodes.values() if n is not node]
-    return Cut(cluster, node, peers, inbound=True, outbound=True, mirror=mirror).inject()
+    return LinkCut(cluster, node, peers, inbound=True, outbound=True, mirror=mirror).inject()
 
 
-def cut_clients(cluster: Cluster, node: Node) -> Cut:
+def cut_clients(cluster: Cluster, node: Node) -> LinkCut:
     """Cut a broker off from every client: its client listener drops all traffic, while
     inter-broker and controller traffic flow as before. A client can then only reach the
     leaders the scenario means it to reach."""
-    return Cut(
+    return LinkCut(
         cluster,
         node,
         [],

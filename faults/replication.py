@@ -19,12 +19,12 @@ from observe.state import partition_state
 
 
 @dataclass
-class HoldBack:
+class HeldBack:
     cluster: Cluster
     topic: str
     partition: int
     follower: Node
-    cut: network.Cut
+    cut: network.LinkCut
 
     def assert_in_isr(self) -> None:
         state = partition_state(self.cluster, self.topic, self.partition)
@@ -38,7 +38,7 @@ class HoldBack:
         self.cut.heal()
         self.cluster.timeline.record("heal", "hold-back", follower=self.follower.name)
 
-    def __enter__(self) -> HoldBack:
+    def __enter__(self) -> HeldBack:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -56,7 +56,7 @@ def hold_back(
     *,
     partition: int = 0,
     mirror: bool = False,
-) -> HoldBack:
+) -> HeldBack:
     """`mirror`: the cut's rules also go into the leader's namespace (faults.network)."""
     state = partition_state(cluster, topic, partition)
     if state.leader != leader.node_id or follower.node_id not in state.isr:
@@ -67,4 +67,4 @@ def hold_back(
         )
     cut = network.partition(cluster, follower, leader, mirror=mirror)
     cluster.timeline.record("fault", "hold-back", follower=follower.name, leader=leader.name)
-    return HoldBack(cluster, topic, partition, follower, cut)
+    return HeldBack(cluster, topic, partition, follower, cut)

@@ -35,7 +35,7 @@ def partitions_in_isr(cluster: Cluster, broker_id: int) -> list[tuple[str, int]]
 class Expiry:
     cluster: Cluster
     broker: Node
-    cut: network.Cut
+    cut: network.LinkCut
     moved: dict[tuple[str, int], int]  # partition -> its leader once the controller acted
 
     def heal(self, timeout: float = 120.0) -> None:

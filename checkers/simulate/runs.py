@@ -14,7 +14,6 @@ from checkers.simulate.state import SimOptions, SimulationError
 from checkers.simulate.steps import Simulator
 from runrecord.schedule import Cluster, Schedule
 from runrecord.steps.base import Step
-from runrecord.steps.processes import Kill, PowerLoss
 
 
 def simulate(
@@ -53,12 +52,9 @@ def checkpoint_variants(
     on disk (`SimOptions.hw_checkpoint_at`) is not varied: the run told which it was."""
     base = options or SimOptions()
     told = {i for i, _, _ in base.hw_checkpoint_at}
-    crashes = [
-        i
-        for i, step in enumerate(schedule.steps)
-        if i not in told
-        and (isinstance(step, PowerLoss) or (isinstance(step, Kill) and step.signal == "SIGKILL"))
-    ][:MAX_VARIED_CRASHES]
+    crashes = [i for i, step in enumerate(schedule.steps) if i not in told and step.crashes][
+        :MAX_VARIED_CRASHES
+    ]
     for size in range(1, len(crashes) + 1):
         for chosen in itertools.combinations(crashes, size):
             varied = dataclasses.replace(base, checkpoint_before=frozenset(chosen))

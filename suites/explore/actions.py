@@ -70,7 +70,7 @@ class Link:
     a: int
     b: Any  # a broker id or QUORUM
     kind: str  # "hold-back", "cut", "session" or "slow"
-    cut: network.Cut | SlowLink
+    cut: network.LinkCut | SlowLink
     expiry: session.Expiry | None = None
 
     def joins(self, x: Any, y: Any) -> bool:
@@ -143,7 +143,7 @@ class Live:
         # loss) left on the broker's disk, read before it started again.
         self.hw_checkpoints: list[tuple[int, int, int]] = []
         self._coordinator: int | None = None  # the coordinator for the step running
-        self.voter_cuts: dict[str, network.Cut] = {}  # KRaft voters cut off from the others
+        self.voter_cuts: dict[str, network.LinkCut] = {}  # KRaft voters cut off from the others
         self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
         self.txn = txn_steps.Transactional(topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT)
         # What the model cannot be told besides the transactions' (comparison.compare): a
@@ -434,7 +434,7 @@ class Live:
         up = majority_up(self.cluster, self.voter_cuts)
         if link.expiry is not None and broker.status() == "running" and up:
             link.expiry.heal()
-        elif isinstance(link.cut, network.Cut):
+        elif isinstance(link.cut, network.LinkCut):
             a, b = link.a, link.b
             link.cut.heal(shaped=any(x.kind == "slow" and x.joins(a, b) for x in self.links))
         else:

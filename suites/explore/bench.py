@@ -28,8 +28,6 @@ from observe.state import partitions
 from runrecord.power import CUT, UNSYNCED
 from runrecord.schedule import Cluster as Shape
 from runrecord.schedule import Schedule, session_key
-from runrecord.steps.disks import FailDir
-from runrecord.steps.processes import PowerLoss
 from suites.broker_logs import dead_fetcher, log_mark
 from suites.explore import txn_steps
 
@@ -108,10 +106,7 @@ def cluster_spec(
 def needs_disks(schedule: Schedule) -> bool:
     """Whether a schedule's power losses, or a disk that fails, need crash-simulating
     filesystems."""
-    return any(
-        isinstance(s, FailDir) or (isinstance(s, PowerLoss) and s.power_model != CUT)
-        for s in schedule.steps
-    )
+    return any(s.needs_disks for s in schedule.steps)
 
 
 def shape_key(shape: Shape) -> tuple[Any, ...]:

@@ -44,7 +44,7 @@ class Runner(Protocol):
     exited: dict[int, str]
     epochs_lost: dict[int, str]
     dir_throttled: set[int]
-    voter_cuts: dict[str, network.Cut]
+    voter_cuts: dict[str, network.LinkCut]
 
     def view(self) -> View: ...
     def state(self) -> PartitionState: ...

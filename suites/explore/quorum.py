@@ -14,7 +14,7 @@ from runrecord.steps.quorum import ACTIVE, Quorum
 
 
 def quorum_fault(
-    cluster: Cluster, step: Quorum, voter_cuts: dict[str, network.Cut]
+    cluster: Cluster, step: Quorum, voter_cuts: dict[str, network.LinkCut]
 ) -> dict[str, Any]:
     """A fault of the KRaft quorum, proven: a kill, pause or isolation of the active
     controller is followed by another voter leading (while a majority is left); a
@@ -55,7 +55,7 @@ def quorum_fault(
     return {"voter": number, "quorum_leader": now.name}
 
 
-def majority_up(cluster: Cluster, voter_cuts: dict[str, network.Cut]) -> bool:
+def majority_up(cluster: Cluster, voter_cuts: dict[str, network.LinkCut]) -> bool:
     """Whether a majority of the KRaft voters runs and reaches the others (ZooKeeper mode:
     always; a schedule never stops ZooKeeper). Without one nobody unfences a broker."""
     if cluster.mode != "kraft":

@@ -45,8 +45,6 @@ from runrecord.run import RunInfo, Verdict
 from runrecord.rundir import ERROR_TXT, RunDir
 from runrecord.schedule import Schedule, write_schedule
 from runrecord.schedule_expect import expected_symptom
-from runrecord.steps.disks import MoveDir
-from runrecord.steps.reassign import Reassign
 from runrecord.typed import to_json
 from suites.broker_logs import (
     broker_lines,
@@ -233,11 +231,9 @@ def _run(
         cluster.timeline = own_timeline
     if result.verdict.outcome.has_verdict:
         with_cluster_timeline(cluster, timeline, lambda: bench.put_away(topic, marks))
-    if any(isinstance(s, MoveDir) and s.throttle for s in schedule.steps):
-        # The throttle is a broker config, and a move left in flight goes on copying.
-        bench.retire("a move between log dirs was left throttled, in flight")
-    elif any(isinstance(s, Reassign) and s.throttle for s in schedule.steps):
-        bench.retire("a reassignment throttled replication on the brokers")
+    left = next((s.leaves_behind for s in schedule.steps if s.leaves_behind), None)
+    if left is not None:
+        bench.retire(left)
     result.seconds = time.monotonic() - started
     # The protocol's own waits: each step's (session timeouts, wait steps, acks=all writes
     # timing out, controlled-shutdown retries), one fetch round once all is healed, and

@@ -83,7 +83,9 @@ def _story(ctx: RunContext) -> Story:
     return Story("kraft", level >= 1, level)
 
 
-def _first_steps(ctx: RunContext, story: Story) -> tuple[list[Send], network.Cut, network.Cut]:
+def _first_steps(
+    ctx: RunContext, story: Story
+) -> tuple[list[Send], network.LinkCut, network.LinkCut]:
     """S0 everywhere; T0 A out of the ISR, S1 acknowledged by {B, C}; T1 B out too.
 
     From 2.1 (KAFKA-7152) a follower leaves the ISR only once it lags the leader's log end
