@@ -40,9 +40,9 @@ from runrecord.explore import ExploreRecord
 from runrecord.outcome import Outcome
 from runrecord.replay import AGREED
 from suites.explore.bench import Bench
+from suites.explore.drawing.generate import DrawOptions, explore_shape
+from suites.explore.drawing.guide import Candidate, plan
 from suites.explore.explore import ExploreOptions, Explorer
-from suites.explore.generate import DrawOptions, explore_shape
-from suites.explore.guide import Candidate, plan
 from suites.explore.runner import ScheduleRun, run_schedule
 
 

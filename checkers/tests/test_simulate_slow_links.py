@@ -137,7 +137,7 @@ def test_a_zombie_leaders_late_response_fails_with_its_filler() -> None:
 
 
 def test_a_slice_in_flight_climbs_towards_its_rewrite() -> None:
-    """The near misses explore ranks by (suites.explore.guide.score): KAFKA-18723's form,
+    """The near misses explore ranks by (suites.explore.drawing.guide.score): KAFKA-18723's form,
     step by step; and the final heal lets the response arrive before the follower's cut
     from the quorum heals, so no wait is needed at the end (faults.slow_link)."""
     replicas = Cluster(

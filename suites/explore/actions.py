@@ -358,9 +358,7 @@ class Live:
         self.links.append(Link(b, leader, "hold-back", held.cut))
         return {"follower": b, "leader": leader}, 0.0
 
-    def _do_holdalterpartition(
-        self, step: HoldAlterPartition
-    ) -> tuple[dict[str, Any], float]:
+    def _do_holdalterpartition(self, step: HoldAlterPartition) -> tuple[dict[str, Any], float]:
         if self.cluster.mode == "zk" and not self.cluster.release.has_alter_partition:
             raise Skip(roles.NO_ALTER_PARTITION)
         view = self.view()

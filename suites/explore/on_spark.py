@@ -55,9 +55,9 @@ from runrecord.explore import (
 from runrecord.schedule import load_schedule, to_dict, write_schedule
 from runrecord.typed import RunRecordError, dumps_record, read_json
 from suites.explore import shard as shard_process
+from suites.explore.drawing.generate import DrawOptions
+from suites.explore.drawing.guide import Candidate
 from suites.explore.explore import Explorer, progress_line
-from suites.explore.generate import DrawOptions
-from suites.explore.guide import Candidate
 from suites.explore.threads import run_threads
 
 # No retry and no speculative copy of a task (see the module's docstring).

@@ -52,9 +52,7 @@ def unmodelled(reports: list[CrashReport], topic: str) -> list[str]:
     return sorted(set(found))
 
 
-def cut_power(
-    cluster: Cluster, node: Node, step: PowerLoss, topic: str, cut: PowerCut
-) -> None:
+def cut_power(cluster: Cluster, node: Node, step: PowerLoss, topic: str, cut: PowerCut) -> None:
     """Run a `power-loss` step on the broker (faults.power, on the schedule's topic only),
     filling in `cut` with what it dropped."""
     losses = power.power_loss(

@@ -36,8 +36,8 @@ from runrecord.explore import ExploreRecord, ShardPlan
 from runrecord.schedule import parse_schedule
 from runrecord.typed import read_json
 from suites.explore.clusters import cluster_count, open_benches
+from suites.explore.drawing.guide import Candidate
 from suites.explore.explore import ExploreOptions, Explorer, draw_options
-from suites.explore.guide import Candidate
 
 
 def options_of(plan: ShardPlan, out: Path) -> ExploreOptions:

@@ -26,6 +26,7 @@ from runrecord.schedule import load_schedule, write_schedule
 from suites import cli
 from suites.explore import explore_cli
 from suites.explore.bench import cluster_spec, shape_key
+from suites.explore.drawing.generate import DrawOptions, draw_many, explore_shape
 from suites.explore.explore import (
     ExploreOptions,
     Explorer,
@@ -34,7 +35,6 @@ from suites.explore.explore import (
     summary_lines,
 )
 from suites.explore.explore_cli import best_so_far
-from suites.explore.generate import DrawOptions, draw_many, explore_shape
 from suites.explore.replay_cli import in_mode
 
 DOCS_EXAMPLE = Path(__file__).parents[3] / "docs" / "schedules" / "kip-279-s1-equal.json"

@@ -26,15 +26,8 @@ from runrecord.steps.elections import ElectPreferred, ElectUnclean
 from runrecord.steps.links import ExpireSession, HoldAlterPartition, HoldBack
 from runrecord.steps.processes import Kill, PowerLoss, Restart
 from runrecord.steps.writes import Produce
-from suites.explore.generate import (
-    STEP_WEIGHTS,
-    TXN_KINDS,
-    DrawOptions,
-    draw,
-    draw_many,
-    explore_shape,
-)
-from suites.explore.guide import (
+from suites.explore.drawing.generate import DrawOptions, draw, draw_many, explore_shape
+from suites.explore.drawing.guide import (
     Candidate,
     SearchOptions,
     cover_kinds,
@@ -49,8 +42,10 @@ from suites.explore.guide import (
     search,
     signature,
 )
+from suites.explore.drawing.options import STEP_WEIGHTS
 
 KIP101 = Protocol.KIP_101
+TXN_KINDS = ("txn-write", "txn-commit", "txn-abort")
 
 
 def test_drawing_is_deterministic_per_seed_and_index() -> None:

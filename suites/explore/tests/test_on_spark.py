@@ -18,8 +18,8 @@ from runrecord.schedule import load_schedule, parse_schedule
 from runrecord.typed import dumps_record, read_json
 from suites import cli
 from suites.explore import on_spark
+from suites.explore.drawing.guide import Candidate
 from suites.explore.explore import ExploreOptions, Explorer, summary_lines
-from suites.explore.guide import Candidate
 from suites.explore.shard import candidates_of
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "schedules" / "kip-279-s1-equal.json"

@@ -275,7 +275,7 @@ def test_the_controller_elections_the_brokers_held_are_told_in_the_first_predict
 def test_a_finding_that_hangs_on_a_controller_race_is_ranked_as_one() -> None:
     from checkers.protocol import Protocol
     from runrecord.schedule import Schedule
-    from suites.explore.guide import Candidate, races, score
+    from suites.explore.drawing.guide import Candidate, races, score
 
     def candidate(schedule: Schedule, release: str) -> Candidate:
         prediction = simulate(schedule, release)

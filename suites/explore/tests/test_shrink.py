@@ -16,8 +16,8 @@ from runrecord.steps.processes import Kill, Restart
 from runrecord.steps.txn import TxnCommit, TxnWrite
 from runrecord.steps.waits import Wait
 from runrecord.steps.writes import Produce
-from suites.explore.guide import kafka_6361_class
-from suites.explore.shrink import (
+from suites.explore.drawing.guide import kafka_6361_class
+from suites.explore.drawing.shrink import (
     FAILING,
     FLAKY,
     SCREENED,

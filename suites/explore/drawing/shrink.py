@@ -8,7 +8,7 @@ the original failure's kind), as Hypothesis treats flaky examples; a candidate t
 and then passes is recorded as flaky and not taken. The original itself must fail
 `confirm` times, or there is nothing to shrink.
 
-Candidates, in passes (`suites.explore.shrink_passes`) repeated until none makes progress
+Candidates, in passes (below) repeated until none makes progress
 or the budget of runs is spent:
 
 1. drop steps: chunks of half the schedule, then quarters, down to single steps (and, as
@@ -28,12 +28,14 @@ a candidate already tried is not run again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
-from runrecord.schedule import Schedule, ScheduleError, dumps, validate
-from suites.explore.shrink_passes import PASSES
+from runrecord.schedule import Cluster, Schedule, ScheduleError, dumps, validate
+from runrecord.steps.base import QUORUM, Role, step_targets
+from suites.explore.drawing import families  # noqa: F401 - every kind registered
+from suites.explore.drawing.registry import drawing_of
 from suites.explore.threads import run_threads
 
 Runner = Callable[[Schedule], str | None]
@@ -80,6 +82,205 @@ class ShrinkResult:
             extra = f": {a.problem}" if a.problem else ""
             lines.append(f"#{a.number} {a.change} ({a.steps} steps): {a.verdict} [{runs}]{extra}")
         return lines
+
+
+# -- the passes ---------------------------------------------------------------------------
+# Each takes the current schedule and returns a smaller one that still fails, or None. A
+# pass proposes candidates in order and asks the shrinker which is the first that fails,
+# confirmed (`Trier.first`, `Trier.check`); the shrinker decides how they are run (one at a
+# time, or several at once). What a step kind can be reduced, merged, widened or simplified
+# to, its family says (suites.explore.drawing.registry).
+
+
+class Trier(Protocol):
+    def check(self, candidate: Schedule, change: str) -> bool: ...
+
+    def first(self, candidates: Iterable[tuple[Schedule, str]]) -> tuple[int, Schedule] | None: ...
+
+
+# Simpler first: the roles a replay resolves most predictably, then broker ids.
+ROLE_ORDER: tuple[Any, ...] = (
+    Role.LEADER,
+    Role.FOLLOWER_IN_ISR,
+    Role.OUT_OF_SYNC,
+    Role.ANY_BROKER,
+    Role.CONTROLLER,
+)
+
+
+def _first_failing(
+    current: Schedule, s: Trier, candidates: Iterator[tuple[Schedule, str]]
+) -> Schedule | None:
+    found = s.first(candidates)
+    return found[1] if found is not None else None
+
+
+def _drop(current: Schedule, s: Trier) -> Schedule | None:
+    """Remove chunks of steps: halves, then quarters, down to single steps (delta
+    debugging's complements). After a chunk goes, the next chunk starts where it was."""
+    improved = None
+    size = max(1, len(current.steps) // 2)
+    while current.steps and size >= 1:
+        start = 0
+        while start < len(current.steps):
+            found = s.first(_chunks(current, start, size))
+            if found is None:
+                break
+            # The chunk at start + k * size went; those before it stay, and the next chunk
+            # starts where it was.
+            k, current = found
+            improved = current
+            start += k * size
+        size //= 2
+    return improved
+
+
+def _chunks(current: Schedule, start: int, size: int) -> Iterator[tuple[Schedule, str]]:
+    """`current` without the chunk of `size` steps at start, start + size, ..."""
+    steps = list(current.steps)
+    for at in range(start, len(steps), size):
+        end = min(at + size, len(steps)) - 1
+        what = f"drop step {at}" if at == end else f"drop steps {at}-{end}"
+        yield current.with_steps(steps[:at] + steps[at + size :]), what
+
+
+def _drop_pairs(current: Schedule, s: Trier) -> Schedule | None:
+    """Remove two steps that are not next to each other: a fault and what it set up for
+    (a hold-back and the write it held back) often go only together."""
+
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        steps = list(current.steps)
+        for i in range(len(steps)):
+            for j in range(i + 2, len(steps)):
+                rest = steps[:i] + steps[i + 1 : j] + steps[j + 1 :]
+                yield current.with_steps(rest), f"drop steps {i} and {j}"
+
+    return _repeat(current, s, candidates)
+
+
+def _merge(current: Schedule, s: Trier) -> Schedule | None:
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        steps = list(current.steps)
+        for i in range(len(steps) - 1):
+            a, b = steps[i], steps[i + 1]
+            merge = drawing_of(a).merge
+            found = merge(a, b) if merge is not None and type(a) is type(b) else None
+            if found is not None:
+                merged, what = found
+                yield (
+                    current.with_steps([*steps[:i], merged, *steps[i + 2 :]]),
+                    f"{what} at steps {i} and {i + 1}",
+                )
+        for i, step in enumerate(steps):
+            widen = drawing_of(step).widen
+            wider = widen(step) if widen is not None else None
+            if wider is not None:
+                new, what = wider
+                yield current.with_steps([*steps[:i], new, *steps[i + 1 :]]), f"step {i} {what}"
+
+    return _repeat(current, s, candidates)
+
+
+def _repeat(
+    current: Schedule,
+    s: Trier,
+    make: Callable[[Schedule], Iterator[tuple[Schedule, str]]],
+) -> Schedule | None:
+    """Apply a pass's first failing candidate, again and again, while one fails."""
+    improved = None
+    while True:
+        found = _first_failing(current, s, make(current))
+        if found is None:
+            return improved
+        current = improved = found
+
+
+def _reduce(current: Schedule, s: Trier) -> Schedule | None:
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        steps = list(current.steps)
+        for i, step in enumerate(steps):
+            for new, what in drawing_of(step).reduce(step):
+                yield current.with_steps([*steps[:i], new, *steps[i + 1 :]]), f"step {i}: {what}"
+
+    return _repeat(current, s, candidates)
+
+
+def _simpler_targets(value: Any) -> list[Any]:
+    if value == QUORUM or value is None:
+        return []
+    if isinstance(value, Role):
+        return list(ROLE_ORDER[: ROLE_ORDER.index(value)])
+    return [*ROLE_ORDER, *range(1, value)]
+
+
+def _simplify_targets(current: Schedule, s: Trier) -> Schedule | None:
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        steps = list(current.steps)
+        for i, step in enumerate(steps):
+            for name, value in step_targets(step):
+                for simpler in _simpler_targets(value):
+                    new = replace(step, **{name: simpler})
+                    yield (
+                        current.with_steps([*steps[:i], new, *steps[i + 1 :]]),
+                        (f"step {i}: {name} {value} -> {simpler}"),
+                    )
+            for new, what in drawing_of(step).simplify(step):
+                yield current.with_steps([*steps[:i], new, *steps[i + 1 :]]), f"step {i}: {what}"
+
+    return _repeat(current, s, candidates)
+
+
+def _simplify_cluster(current: Schedule, s: Trier) -> Schedule | None:
+    def candidates(current: Schedule) -> Iterator[tuple[Schedule, str]]:
+        c = current.cluster
+        options: list[tuple[Cluster, str]] = []
+        if c.replication_factor == 3:
+            topic = replace(
+                c.topic_config, min_insync_replicas=min(c.topic_config.min_insync_replicas, 2)
+            )
+            options.append(
+                (
+                    replace(c, replication_factor=2, replicas=c.replicas[:2], topic_config=topic),
+                    "replication factor 3 -> 2",
+                )
+            )
+        if c.topic_config.min_insync_replicas > 1:
+            topic = replace(c.topic_config, min_insync_replicas=1)
+            options.append((replace(c, topic_config=topic), "min.insync.replicas -> 1"))
+        if c.topic_config.flush_messages is not None:
+            topic = replace(c.topic_config, flush_messages=None)
+            options.append((replace(c, topic_config=topic), "no flush.messages"))
+        if c.node_config:
+            options.append((replace(c, node_config={}), "no per-broker overrides"))
+        needed = max([*c.replicas, c.controller or 0, *_named_brokers(current)])
+        if c.brokers > max(needed, c.replication_factor, 2):
+            options.append(
+                (replace(c, brokers=c.brokers - 1), f"brokers {c.brokers} -> {c.brokers - 1}")
+            )
+        for cluster, what in options:
+            yield replace(current, cluster=cluster), what
+
+    return _repeat(current, s, candidates)
+
+
+def _named_brokers(schedule: Schedule) -> list[int]:
+    return [
+        v
+        for step in schedule.steps
+        for _, v in step_targets(step)
+        if isinstance(v, int) and not isinstance(v, bool)
+    ]
+
+
+# Cheap passes first: the shrinker goes back to the first after any progress.
+PASSES: tuple[Callable[[Schedule, Trier], Schedule | None], ...] = (
+    _drop,
+    _merge,
+    _reduce,
+    _simplify_targets,
+    _simplify_cluster,
+    _drop_pairs,
+)
 
 
 class _Budget(Exception):

@@ -24,17 +24,16 @@ from checkers.protocol import Protocol
 from checkers.simulate import Prediction, SimOptions, Simulator, simulate
 from runrecord.schedule import Schedule, dumps
 from runrecord.steps.base import Step
-from runrecord.steps.writes import Produce
-from suites.explore.generate import (
-    COUNTS,
+from suites.explore.drawing.choices import choose
+from suites.explore.drawing.generate import (
     DrawOptions,
     candidate_seed,
-    choose,
     draw,
     draw_many,
     kind_weights,
     next_steps,
 )
+from suites.explore.drawing.registry import drawing_of
 
 # -- ranking ------------------------------------------------------------------------------
 
@@ -202,11 +201,12 @@ def mutate(
     may be spliced with (those of the same cluster are)."""
     steps = list(schedule.steps)
     op = choose(rng, list(MUTATIONS.items()))
-    produces = [i for i, s in enumerate(steps) if isinstance(s, Produce)]
+    # The steps a mutation of one step applies to (recount and acks: a write's).
+    mutable = [i for i, s in enumerate(steps) if op in drawing_of(s).mutations]
     mates = [p for p in partners or [] if p.cluster == schedule.cluster and p is not schedule]
     if op in ("insert", "append", "repeat") and len(steps) >= max_steps:
         op = "delete"
-    if (op in ("recount", "acks") and not produces) or (op == "repeat" and len(steps) < 2):
+    if (op in ("recount", "acks") and not mutable) or (op == "repeat" and len(steps) < 2):
         op = "insert"
     if op == "splice" and not mates:
         op = "insert"
@@ -222,13 +222,10 @@ def mutate(
         cut, other = rng.randint(0, len(steps)), rng.randint(0, len(mate.steps))
         steps = (steps[:cut] + list(mate.steps[other:]))[:max_steps]
     elif op in ("recount", "acks"):
-        i = rng.choice(produces)
-        old = steps[i]
-        assert isinstance(old, Produce)
-        if op == "recount":
-            steps[i] = replace(old, count=rng.choice(COUNTS))
-        else:
-            steps[i] = replace(old, acks="1" if old.acks == "all" else "all")
+        i = rng.choice(mutable)
+        mutate = drawing_of(steps[i]).mutate
+        assert mutate is not None
+        steps[i] = mutate(steps[i], op, rng)
     else:
         at = len(steps) if op == "append" else rng.randint(0, len(steps))
         sim: Simulator | None = Simulator(schedule.cluster, options.protocol)
