@@ -40,7 +40,7 @@ _RETRIABLE = (
     # controller learns an ISR expansion seconds after the znode shows it (a leader
     # propagates ISR changes in batches, ReplicaManager.maybePropagateIsrChanges), and
     # refuses the preferred replica meanwhile. Where the replica really left the ISR, the
-    # wait ends not reached (explore then skips the step: suites.explore.actions).
+    # wait ends not reached (explore then skips the step: suites.explore.live.context).
     "PREFERRED_LEADER_NOT_AVAILABLE",
 )
 

@@ -39,7 +39,7 @@ class Event:
     partition: int | None = None
     leader: int | None = None
     epoch: int | None = None  # a leader epoch
-    cut: str | None = None  # a network cut, as `faults.network.Cut.describe` says it
+    cut: str | None = None  # a network cut, as `faults.network.LinkCut.describe` says it
     signal: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
 

@@ -4,7 +4,22 @@ filesystem models need)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 CUT = "cut"  # each partition cut at its recovery point; checkpoints survive
 UNSYNCED, TORN, REORDER = "unsynced", "torn", "reorder"
 FS_MODELS = (UNSYNCED, TORN, REORDER)  # on a crash-simulating filesystem
 POWER_MODELS = (CUT, *FS_MODELS)
+
+
+@dataclass
+class PowerCut:
+    """What one power loss of a schedule dropped, as the protocol model needs to know it:
+    per partition, (log end before, log end after); under a filesystem model, the files it
+    rolled back that the protocol model does not follow."""
+
+    step: int
+    broker: int
+    ends: dict[int, tuple[int, int]] = field(default_factory=dict)
+    model: str = CUT
+    unmodelled: list[str] = field(default_factory=list)

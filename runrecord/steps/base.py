@@ -78,6 +78,11 @@ class StepKind:
         return False
 
     @property
+    def transactional(self) -> bool:
+        """It is the schedule's transactional producer's, and talks to its coordinator."""
+        return False
+
+    @property
     def needs_disks(self) -> bool:
         """It needs the crash-simulating filesystems under the log dirs."""
         return False

@@ -28,8 +28,16 @@ def _check_txn_partitions(value: Any) -> tuple[Any, str | None]:
     return None, f"must be a number of partitions from 1 to {MAX_TXN_PARTITIONS}"
 
 
+class Transactional(StepKind):
+    """A step of the schedule's transactional producer."""
+
+    @property
+    def transactional(self) -> bool:
+        return True
+
+
 @dataclass(frozen=True)
-class TxnWrite(StepKind):
+class TxnWrite(Transactional):
     """Write `count` records in one batch to the partition's leader within the schedule's
     transaction, beginning one if none is open (beginning is the client's own business:
     nothing reaches a broker until the first write). acks=all, as every transactional
@@ -64,7 +72,7 @@ def _held(held: bool | None) -> str:
 
 
 @dataclass(frozen=True)
-class TxnCommit(StepKind):
+class TxnCommit(Transactional):
     """Commit the open transaction: its coordinator writes a COMMIT marker to the partition
     (an ABORT marker where one of its writes failed: the producer can only abort then).
     With `held`, the producer's first EndTxn is held on the wire; its retry ends the
@@ -79,7 +87,7 @@ class TxnCommit(StepKind):
 
 
 @dataclass(frozen=True)
-class TxnAbort(StepKind):
+class TxnAbort(Transactional):
     """Abort the open transaction: its coordinator writes an ABORT marker to the partition.
     `held` as for a commit."""
 

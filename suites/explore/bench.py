@@ -29,7 +29,7 @@ from runrecord.power import CUT, UNSYNCED
 from runrecord.schedule import Cluster as Shape
 from runrecord.schedule import Schedule, session_key
 from suites.broker_logs import dead_fetcher, log_mark
-from suites.explore import txn_steps
+from suites.explore.live import txn
 
 # A ZooKeeper-mode controller sends each broker one request at a time and waits for its
 # answer (ControllerChannelManager's RequestSendThread, with request.timeout.ms; connecting
@@ -82,7 +82,7 @@ def cluster_spec(
         **configs(shape.broker_config),
         "unclean.leader.election.enable": False,
         **FETCHER_SOCKET,
-        **txn_steps.BROKER_CONFIG,
+        **txn.BROKER_CONFIG,
     }
     if shape.mode == "zk":
         broker_config.update(CONTROLLER_CHANNEL)

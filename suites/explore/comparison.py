@@ -15,10 +15,9 @@ from typing import Any
 
 from checkers.protocol import Protocol
 from checkers.simulate import Prediction, SimOptions, checkpoint_variants, simulate
-from runrecord.power import CUT
+from runrecord.power import CUT, PowerCut
 from runrecord.replay import DONE, Comparison, Judgement, StepResult, placement
 from runrecord.schedule import Schedule
-from suites.explore.actions import PowerCut
 from suites.explore.judge import SCHEDULE_PARTITION
 
 

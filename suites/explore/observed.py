@@ -17,14 +17,14 @@ from observe import kraft
 from observe.stable import StableOffsets
 from reports.judge import history as check_sends
 from runrecord.history import DURABLE_ACKS
-from suites.explore import txn_steps
-from suites.explore.actions import Live
 from suites.explore.invariants import (
     epoch_regressions,
     leader_lacks_its_epoch,
     metadata_divergence,
 )
 from suites.explore.judge import SCHEDULE_PARTITION, Observed, StateSeen
+from suites.explore.live import txn
+from suites.explore.live.context import Live
 from suites.scenario import RunContext
 
 
@@ -76,7 +76,7 @@ def observe(
 
     # Open transactions are aged against the time of judging, not their partition's newest
     # write: a hang is a transaction nothing came after.
-    plan = plan_audit([ctx.run.path], topic, (), txn_steps.TXN_TIMEOUT_MS, now_ms)
+    plan = plan_audit([ctx.run.path], topic, (), txn.TXN_TIMEOUT_MS, now_ms)
     run = execute(plan, release.protocol, on_partition)
     ctx.run.write_audit(run.result.to_dict())
     verdicts = {v.partition: v for v in run.result.partitions if v.topic == topic}

@@ -5,7 +5,7 @@ On a cluster of the schedule's shape (suites.explore.bench, reused across schedu
 fresh topic with two partitions on the schedule's replicas: partition 0 holds exactly the
 produce steps' batches, so that the protocol model's offsets are the brokers'; partition 1
 takes the background workload (numbered acks=all and acks=1 writes). The steps run
-(suites.explore.actions); then everything is healed, the cluster converges, the topic's
+(suites.explore.live.context); then everything is healed, the cluster converges, the topic's
 evidence is copied into the schedule's run directory, and the invariants are judged
 (suites.explore.judge) from the disk audit and the history checker, beside the model's
 prediction for the same partition. The run directory is a scenario's: the same report
@@ -55,13 +55,10 @@ from suites.broker_logs import (
     stuck_follower,
 )
 from suites.convergence import converge
-from suites.explore import slow_steps, txn_steps
-from suites.explore.actions import Live
 from suites.explore.bench import Bench, needs_disks
 from suites.explore.comparison import compare
 from suites.explore.evidence import copy_evidence
 from suites.explore.fetch_loop import fetch_loops
-from suites.explore.heal import heal_all
 from suites.explore.judge import (
     BACKGROUND_PARTITION,
     SCHEDULE_PARTITION,
@@ -70,6 +67,13 @@ from suites.explore.judge import (
     schedule_outcome,
 )
 from suites.explore.left_behind import left_behind
+from suites.explore.live import (
+    families,  # noqa: F401 - every kind's live action registered
+    txn,
+    writes,
+)
+from suites.explore.live.context import Live
+from suites.explore.live.heal import heal_all
 from suites.explore.observed import observe
 from suites.scenario import RunContext, ScenarioError
 from suites.steps import write_batch
@@ -185,8 +189,8 @@ def _run(
     record.path.mkdir(parents=True, exist_ok=True)
     write_schedule(record.path / SCHEDULE_FILE, schedule)
     info = RunInfo(label, _title(schedule), str(release), mode, time.time(), platform.node())
-    if txn_steps.uses_transactions(schedule):
-        info.txn_timeout_ms = txn_steps.TXN_TIMEOUT_MS  # what `logfork audit` ages them by
+    if txn.uses_transactions(schedule):
+        info.txn_timeout_ms = txn.TXN_TIMEOUT_MS  # what `logfork audit` ages them by
     record.write_run(info)
     timeline = Timeline(record.timeline_writer())
     own_timeline, cluster.timeline = cluster.timeline, timeline
@@ -293,7 +297,7 @@ def _body(
     # loss takes what this schedule wrote (fixtures.cluster.Cluster.settle_disks).
     cluster.settle_disks()
     cluster.create_topic(topic, [shape.partition_replicas(p) for p in shape.partitions], config)
-    slow_steps.create_filler_topic(cluster, schedule, topic)
+    writes.create_filler_topic(cluster, schedule, topic)
     ctx.topic = topic
     _probe(ctx, topic, replicas[0])
     timeline = ctx.timeline
@@ -313,7 +317,7 @@ def _body(
     loops: dict[int, dict[int, str]] = {}  # partition -> broker -> a fetch loop it logs
     strays: dict[int, str] = {}  # broker -> a copy a reassignment left current on it
     try:
-        txn_steps.prepare(live, live.txn)
+        txn.prepare(live, live.txn)
         for i, step in enumerate(schedule.steps):
             result.steps.append(live.apply(i, step))
         timeline.phase("heal")
@@ -347,8 +351,8 @@ def _body(
             loops = fetch_loops(cluster, topic, replicas, healing)
             removed = [b for b in cluster.brokers if b not in live.reassigning]
             strays = left_behind(cluster, topic, SCHEDULE_PARTITION, removed)
-            stable = txn_steps.await_transactions_ended(live, live.txn)
-            reads = txn_steps.client_reads(live, live.txn)
+            stable = txn.await_transactions_ended(live, live.txn)
+            reads = txn.client_reads(live, live.txn)
     finally:
         live.txn.close()
         background.stop(timeout=5)
@@ -360,7 +364,7 @@ def _body(
         )
     timeline.phase("check")
     copy_evidence(cluster, topic, ctx.run, node_marks)
-    transactional = txn_steps.uses_transactions(schedule)
+    transactional = txn.uses_transactions(schedule)
     if transactional:
         result.txns_judged_ms = int(time.time() * 1000)  # run.json keeps it, for the audit
     # What the coordinators logged, read once for both questions asked of it.

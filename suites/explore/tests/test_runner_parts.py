@@ -199,7 +199,7 @@ def test_evidence_takes_the_topic_and_what_lies_beside_it(tmp_path: Path) -> Non
 def test_what_a_step_settles_on(tmp_path: Path) -> None:
     """A replica settles on its log end and its last batch's epoch."""
     from checkers.lineage import Lineage, read_log_dir
-    from suites.explore.settle import _log_end
+    from suites.explore.live.settle import _log_end
     from testsupport import craft
     from testsupport.craft import PartitionSpec
 
@@ -341,7 +341,7 @@ def test_the_high_watermark_checkpoint_a_crash_left_is_read_from_the_dir_holding
     from types import SimpleNamespace
 
     from checkers.simulate import SimOptions, Simulator
-    from suites.explore.actions import Live, checkpointed_hw
+    from suites.explore.live.context import Live, checkpointed_hw
 
     first, second = tmp_path / "data", tmp_path / "data2"
     for d in (first, second):
@@ -365,6 +365,6 @@ def test_the_high_watermark_checkpoint_a_crash_left_is_read_from_the_dir_holding
     live.topic, live.results, live.hw_checkpoints = "s-1", [None] * 9, []
     live.sim = Simulator(schedule.cluster, "1.1.1", SimOptions())
     live.cluster = SimpleNamespace(broker=lambda b: SimpleNamespace(log_dirs=[first, second]))
-    live._note_hw_checkpoint(1)
+    live.note_hw_checkpoint(1)
     assert live.hw_checkpoints == [(9, 1, 11)]
     assert live.sim.options.hw_checkpoint_at == ((9, 1, 11),)

@@ -1,10 +1,12 @@
-"""A schedule's steps on real brokers: each step kind mapped to the fault that proves its
-effect (faults/), its targets resolved from the partition's state as the controller has it
-(observe.state) by the rule the simulator follows (runrecord.schedule_roles), and its
-precondition checked first: a step that cannot run is skipped, saying what was observed.
+"""The cluster a schedule's steps run on, as they see it: each step kind is mapped to the
+fault that proves its effect (faults/), its targets resolved from the partition's state as
+the controller has it (observe.state) by the rule the simulator follows
+(runrecord.schedule_roles), and its precondition checked first: a step that cannot run is
+skipped, saying what was observed.
 
-`Live` is the real counterpart of checkers.simulate.Simulator: `apply` runs a step;
-suites.explore.heal ends the schedule as the simulator's `finish` does.
+`Live` is the real counterpart of checkers.simulate.Simulator: `apply` runs a step by the
+live action its family registered (suites.explore.live.registry); suites.explore.live.heal
+ends the schedule as the simulator's `finish` does.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from kazoo.exceptions import NoNodeError
 from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.errors import LogReadError
 from checkers.simulate import Simulator
-from faults import network, process, replication, session
+from faults import network, process, session
 from faults.slow_link import SlowLink
 from fixtures.config import zookeeper_config
 from fixtures.errors import NotReached
@@ -28,38 +30,21 @@ from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
 from observe.state import PartitionState, partition_state
-from runrecord import schedule_roles as roles
 from runrecord.events import EventKind
+from runrecord.power import PowerCut
 from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
 from runrecord.schedule import Schedule
 from runrecord.schedule_roles import Rejected, Skip, Unserved, View
 from runrecord.steps.base import QUORUM, Step, names_coordinator
-from runrecord.steps.disks import FailDir, MoveDir
-from runrecord.steps.elections import ElectPreferred, ElectUnclean
-from runrecord.steps.links import Cut, ExpireSession, Heal, HoldAlterPartition, HoldBack, Slow
-from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
-from runrecord.steps.quorum import Quorum
-from runrecord.steps.reassign import Reassign
-from runrecord.steps.txn import TxnAbort, TxnCommit, TxnEnd, TxnWrite
-from runrecord.steps.waits import Wait
-from runrecord.steps.writes import Produce
-from suites.broker_logs import log_mark, shutdown_backoffs
-from suites.explore import (
-    dir_steps,
-    elect_steps,
-    produce_step,
-    reassign_steps,
-    slow_steps,
-    txn_steps,
-)
-from suites.explore.alter_partition import Holds
-from suites.explore.fast_restart import fast_restart
-from suites.explore.power_cuts import PowerCut, cut_power
-from suites.explore.quorum import majority_up, quorum_fault
-from suites.explore.settle import settle
+from suites.broker_logs import log_mark
+from suites.explore.live import disks, txn, writes
+from suites.explore.live.alter_partition import Holds
+from suites.explore.live.quorum import majority_up
+from suites.explore.live.registry import ACTIONS
+from suites.explore.live.settle import settle
 from suites.scenario import RunContext
 
-REQUEST_TIMEOUT = produce_step.REQUEST_TIMEOUT
+REQUEST_TIMEOUT = writes.REQUEST_TIMEOUT
 LEADER_SEEN_TIMEOUT = 15.0  # for a new leader to learn that it leads
 
 
@@ -145,14 +130,14 @@ class Live:
         self._coordinator: int | None = None  # the coordinator for the step running
         self.voter_cuts: dict[str, network.LinkCut] = {}  # KRaft voters cut off from the others
         self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
-        self.txn = txn_steps.Transactional(topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT)
+        self.txn = txn.Transactional(topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT)
         # What the model cannot be told besides the transactions' (comparison.compare): a
         # filler that went elsewhere than its batch (produce_step).
         self.unknown: list[str] = []
         self._registered: set[int] = set()
         # Brokers whose log dir holding the partition failed (fail-dir): stopped, for the
         # schedule, until a restart brings the disk back.
-        self.failed_dirs: dict[int, dir_steps.FailedDir] = {}
+        self.failed_dirs: dict[int, disks.FailedDir] = {}
         # Brokers seen holding a replica of their offline dir current in another of their
         # dirs (KIP-112 rules that out while a dir is bad; KAFKA-16234), in words.
         self.recreated: dict[int, str] = {}
@@ -220,7 +205,7 @@ class Live:
             return [self.node(end)]
         return [self.cluster.zookeeper] if self.cluster.mode == "zk" else self.cluster.controllers
 
-    def _session_wait(self, broker: int, since: float) -> float:
+    def session_wait(self, broker: int, since: float) -> float:
         """The protocol's wait for a lost session, as it came: from the fault (at `since`)
         to the controller acting on the loss, at most the timeout plus one ZooKeeper tick
         (ZooKeeper checks sessions once per tick). Its last heartbeat may come before the
@@ -237,10 +222,10 @@ class Live:
         result = StepResult(index, step.describe(), step.KIND, DONE, began=time.time())
         started = time.monotonic()
         recorded = len(self.ctx.timeline.events)
-        handler = getattr(self, "_do_" + type(step).__name__.lower())
+        handler = ACTIONS[type(step)]
         try:
             self._see_coordinator(index, step)
-            targets, waits = handler(step)
+            targets, waits = handler(self, step)
             result.targets, result.waits = targets, waits
         except Skip as skip:
             result.status, result.observed = SKIPPED, skip.observed
@@ -276,10 +261,10 @@ class Live:
         if not names_coordinator(step):
             # A transactional step talks to the coordinator: the model follows who it was
             # (a broker cut off from the quorum later stays the producer's coordinator).
-            if isinstance(step, TxnWrite | TxnEnd):
-                self._tell_coordinator(index, txn_steps.coordinator(self.cluster))
+            if step.transactional:
+                self._tell_coordinator(index, txn.coordinator(self.cluster))
             return
-        self._coordinator = txn_steps.coordinator(self.cluster)
+        self._coordinator = txn.coordinator(self.cluster)
         if self._coordinator is None:  # the model would guess one: it is told to skip
             raise Unserved("no transaction coordinator: its log has no leader (or none yet)")
         self._tell_coordinator(index, self._coordinator)
@@ -292,7 +277,7 @@ class Live:
             told = tuple(self.coordinators)
             self.sim.options = dataclasses.replace(self.sim.options, coordinator_at=told)
 
-    def _note_hw_checkpoint(self, b: int) -> None:
+    def note_hw_checkpoint(self, b: int) -> None:
         """Right after a crash of broker `b`, before it starts again: read the high
         watermark checkpoint it restarts from, and tell the simulator, whose clock cannot
         say whether the checkpoint had caught up (SimOptions.hw_checkpoint_at)."""
@@ -319,9 +304,6 @@ class Live:
         options = dataclasses.replace(self.sim.options, controller_after=tuple(self.controllers))
         self.sim.options = options
 
-    def _do_produce(self, step: Produce) -> tuple[dict[str, Any], float]:
-        return produce_step.produce(self, step)
-
     def own_leader(self, b: int, partition: int = 0) -> int | None:
         """The leader broker `b` names in its own metadata for the partition, once it names
         itself (waiting a little: a new leader learns it leads moments after the controller
@@ -335,89 +317,6 @@ class Live:
             )
         except WaitTimeout as exc:
             return exc.last if isinstance(exc.last, int) else None
-
-    def _do_holdback(self, step: HoldBack) -> tuple[dict[str, Any], float]:
-        view = self.view()
-        leader = view.leader
-        if leader is None or not self.alive(leader):
-            raise Skip("no live leader to hold a follower back from")
-
-        def ok(b: Any) -> str | None:
-            if b not in view.isr or b == leader:
-                return f"broker {b} is not a follower in the ISR {list(view.isr)}"
-            if not self.alive(b):
-                return self.describe(b)
-            if not self.linked(b, leader):
-                return f"broker {b} is already cut from leader {leader}"
-            return None
-
-        b = roles.pick(step.target, view, ok, "hold back")
-        held = replication.hold_back(
-            self.cluster, self.topic, self.node(b), self.node(leader), mirror=True
-        )
-        self.links.append(Link(b, leader, "hold-back", held.cut))
-        return {"follower": b, "leader": leader}, 0.0
-
-    def _do_holdalterpartition(self, step: HoldAlterPartition) -> tuple[dict[str, Any], float]:
-        if self.cluster.mode == "zk" and not self.cluster.release.has_alter_partition:
-            raise Skip(roles.NO_ALTER_PARTITION)
-        view = self.view()
-
-        def ok(b: Any) -> str | None:
-            held = self.holds.held()
-            return roles.cannot_hold_alter_partition(b, self.assignment, self._running(b), held)
-
-        b = roles.pick(step.target, view, ok, "hold the AlterPartition requests of")
-        # A KRaft broker cut off from the quorum by a step reaches no controller to probe.
-        reaching = self.cluster.mode != "kraft" or self.linked(b, QUORUM)
-        self.holds.hold(b, self.node(b), reaching=reaching)
-        return {"broker": b}, 0.0
-
-    def _do_cut(self, step: Cut) -> tuple[dict[str, Any], float]:
-        view = self.view()
-        down: list[str] = []
-        for a in roles.candidates(step.a, view):
-            for b in roles.candidates(step.b, view):
-                if a in (b, QUORUM) or not self.linked(a, b):
-                    continue
-                # The rules go into both ends' network namespaces, which a stopped or paused
-                # container cannot take (docker refuses the exec). The protocol model keeps
-                # such a cut through a restart instead: the two differ on those schedules.
-                dead = next((end for end in (a, b) if not self.alive(end)), None)
-                if dead is not None:
-                    down.append(self.describe(dead))
-                    continue
-                cut = network.partition(self.cluster, self.node(a), self.nodes_of(b), mirror=True)
-                self.links.append(Link(a, b, "cut", cut))
-                return {"a": a, "b": b}, 0.0
-        why = f": {'; '.join(down)}" if down else ""
-        raise Skip(f"no uncut link between {step.a} and {step.b}{why}")
-
-    def _do_slow(self, step: Slow) -> tuple[dict[str, Any], float]:
-        a, b, link = slow_steps.slow_link(self, step)
-        self.links.append(Link(a, b, "slow", link))
-        return {"a": a, "b": b, "rate": step.rate}, 0.0
-
-    def _do_heal(self, step: Heal) -> tuple[dict[str, Any], float]:
-        if step.a is None:
-            if not (self.links or self.voter_cuts or self.holds.held() or self.txn.held):
-                raise Skip("nothing is cut")
-            healed = [f"{link.a}-{link.b}" for link in self.links]
-            healed += [f"{name}-voters" for name in self.voter_cuts]
-            for link in self.slow_first():
-                self.heal_link(link)
-            self.heal_voters()
-            released = self.holds.release(self.sim)
-            late = txn_steps.release_held_end(self, self.txn)
-            return {"links": healed, "alter_partition_dropped": released, **late}, 0.0
-        view = self.view()
-        for a in roles.candidates(step.a, view):
-            for b in roles.candidates(step.b, view):
-                link = next((x for x in self.links if x.joins(a, b)), None)
-                if link is not None:
-                    self.heal_link(link)
-                    return {"a": a, "b": b}, 0.0
-        raise Skip(f"no cut between {step.a} and {step.b}")
 
     def slow_first(self) -> list[Link]:
         """The links in the order a heal of every cut heals them: slow ones first, so that
@@ -444,76 +343,10 @@ class Live:
             cut.heal()
             del self.voter_cuts[name]
 
-    def _do_quorum(self, step: Quorum) -> tuple[dict[str, Any], float]:
-        return quorum_fault(self.cluster, step, self.voter_cuts), 0.0
-
-    def _do_expiresession(self, step: ExpireSession) -> tuple[dict[str, Any], float]:
-        view = self.view()
-
-        def ok(b: Any) -> str | None:
-            if not self.alive(b) or not self.registered(b):
-                return self.describe(b)
-            if not self.linked(b, QUORUM):
-                return f"broker {b} is already cut from the quorum"
-            return None
-
-        b = roles.pick(step.target, view, ok, "expire")
-        since = time.monotonic()
-        expiry = session.expire_session(self.cluster, self.node(b), mirror=True)
-        self.links.append(Link(b, QUORUM, "session", expiry.cut, expiry))
-        return {"broker": b}, self._session_wait(b, since)
-
-    def _do_electpreferred(self, step: ElectPreferred) -> tuple[dict[str, Any], float]:
-        return elect_steps.preferred(self)
-
-    def _do_electunclean(self, step: ElectUnclean) -> tuple[dict[str, Any], float]:
-        return elect_steps.unclean(self, step)
-
-    def _do_txnwrite(self, step: TxnWrite) -> tuple[dict[str, Any], float]:
-        return txn_steps.write(self, self.txn, step)
-
-    def _do_txncommit(self, step: TxnCommit) -> tuple[dict[str, Any], float]:
-        return txn_steps.end(self, self.txn, txn_steps.COMMIT, step.held)
-
-    def _do_txnabort(self, step: TxnAbort) -> tuple[dict[str, Any], float]:
-        return txn_steps.end(self, self.txn, txn_steps.ABORT, step.held)
-
-    def _do_kill(self, step: Kill) -> tuple[dict[str, Any], float]:
-        view = self.view()
-
-        def ok(b: Any) -> str | None:
-            if step.signal == "SIGTERM" and self.alive(b):
-                return roles.cannot_shut_down(b, view.controller, self.linked)
-            restart = roles.cannot_register(b, self.linked) if step.restart else None
-            return self._running(b) or restart
-
-        b = roles.pick(step.target, view, ok, "kill")
-        if step.restart:
-            return self._fast_restart(b, step.signal)
-        if step.signal == "SIGTERM":
-            mark = log_mark(self.node(b))
-            process.kill(self.cluster, self.node(b), signal="SIGTERM")
-            backoffs = shutdown_backoffs(self.node(b), mark, self.cluster.spec.broker_config)
-            return {"broker": b}, backoffs
-        waits = self._crash(b, lambda: process.kill(self.cluster, self.node(b)))
-        self._note_hw_checkpoint(b)
-        return {"broker": b}, waits
-
-    def _fast_restart(self, b: int, signal: str) -> tuple[dict[str, Any], float]:
-        def start() -> None:
-            if signal == "SIGKILL":  # a clean shutdown checkpoints: the model knows it
-                self._note_hw_checkpoint(b)
-            self.start_broker(b)
-
-        targets, since = fast_restart(self.cluster, self.node(b), b, signal, start)
-        # A controller that refused the registration made the broker wait out its session.
-        waits = self._session_wait(b, since) if targets["registration_refused"] else 0.0
-        return targets, waits
-
-    def _running(self, b: Any) -> str | None:
+    def running(self, b: Any) -> str | None:
         return None if self.alive(b) else self.describe(b)
 
-    def _crash(self, b: int, kill: Any) -> float:
+    def crash(self, b: int, kill: Any) -> float:
         """Kill a broker without a shutdown, then wait as long as the protocol makes the
         cluster wait: until its session ends and the controller acts on its partitions."""
         if not self.registered(b):
@@ -528,22 +361,7 @@ class Live:
             session.await_loss(self.cluster, b, before, what, controller=controller)
         except WaitTimeout as exc:
             raise NotReached(exc.what, str(exc.last)) from None
-        return self._session_wait(b, since)
-
-    def _do_restart(self, step: Restart) -> tuple[dict[str, Any], float]:
-        view = self.view()
-
-        def ok(b: Any) -> str | None:
-            if self.status(b) != "stopped":
-                return self.describe(b)
-            return roles.cannot_register(b, self.linked)
-
-        b = roles.pick(step.target, view, ok, "restart")
-        # A ZooKeeper-mode broker learns the cluster's metadata from the controller only.
-        ctl = view.controller
-        serving = ctl is None or ctl == b or self.linked(b, ctl)
-        self.start_broker(b, serving=serving)
-        return {"broker": b}, 0.0
+        return self.session_wait(b, since)
 
     def start_broker(self, b: int, *, serving: bool = True) -> None:
         def restore() -> None:
@@ -556,43 +374,4 @@ class Live:
             process.restart(self.cluster, self.node(b), serving=serving, on_running=restore)
 
         self._since[b] = log_mark(self.node(b))
-        dir_steps.restart(self, b, start)
-
-    def _do_pause(self, step: Pause) -> tuple[dict[str, Any], float]:
-        b = roles.pick(step.target, self.view(), self._running, "pause")
-        process.pause(self.cluster, self.node(b))
-        return {"broker": b}, 0.0
-
-    def _do_resume(self, step: Resume) -> tuple[dict[str, Any], float]:
-        def ok(b: Any) -> str | None:
-            return None if self.status(b) == "paused" else self.describe(b)
-
-        b = roles.pick(step.target, self.view(), ok, "resume")
-        process.resume(self.cluster, self.node(b))
-        return {"broker": b}, 0.0
-
-    def _do_powerloss(self, step: PowerLoss) -> tuple[dict[str, Any], float]:
-        b = roles.pick(step.target, self.view(), self._running, "cut the power of")
-        cut = PowerCut(len(self.results), b)
-
-        def kill() -> None:
-            cut_power(self.cluster, self.node(b), step, self.topic, cut)
-
-        waits = self._crash(b, kill)
-        self.power_cuts.append(cut)
-        self._note_hw_checkpoint(b)  # what survived the loss, as the broker will read it
-        lost = {p: after - before for p, (before, after) in cut.ends.items() if after != before}
-        return {"broker": b, "lost": {str(p): -n for p, n in lost.items()}}, waits
-
-    def _do_movedir(self, step: MoveDir) -> tuple[dict[str, Any], float]:
-        return dir_steps.move(self, step)
-
-    def _do_faildir(self, step: FailDir) -> tuple[dict[str, Any], float]:
-        return dir_steps.fail(self, step)
-
-    def _do_reassign(self, step: Reassign) -> tuple[dict[str, Any], float]:
-        return reassign_steps.reassign(self, step)
-
-    def _do_wait(self, step: Wait) -> tuple[dict[str, Any], float]:
-        time.sleep(step.seconds)  # the step is time passing: nothing to wait for but it
-        return {}, float(step.seconds)
+        disks.restart(self, b, start)

@@ -12,7 +12,8 @@ from runrecord import schedule_roles as roles
 from runrecord.schedule_roles import Skip
 from runrecord.steps.base import QUORUM
 from runrecord.steps.reassign import Reassign
-from suites.explore.quorum import majority_up
+from suites.explore.live.quorum import majority_up
+from suites.explore.live.registry import action
 
 # A new replica of a schedule's partition (a few batches) catches up within a fetch or two;
 # one that has not by then cannot (its broker cut off, or down), and the reassignment stays
@@ -20,8 +21,9 @@ from suites.explore.quorum import majority_up
 COMPLETE_WAIT = 10.0
 
 
+@action(Reassign)
 def reassign(run: Any, step: Reassign) -> tuple[dict[str, Any], float]:
-    """`run`: the schedule's runner (suites.explore.actions.Live)."""
+    """`run`: the schedule's runner (suites.explore.live.context.Live)."""
     cluster = run.cluster
     if not majority_up(cluster, run.voter_cuts):
         raise Skip("the quorum has no leader")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaException
 from kazoo.exceptions import NoNodeError
@@ -51,9 +51,13 @@ from runrecord.steps.base import MAX_COUNT
 from runrecord.steps.txn import TxnAbort, TxnCommit, TxnEnd, TxnWrite
 from suites.clients.api import TxnFailed
 from suites.clients.librdkafka import fenced
+from suites.explore.live.registry import action
 from suites.scenario import RunContext
 from suites.steps import check_landed
 from suites.transactional import TransactionalProducer
+
+if TYPE_CHECKING:
+    from suites.explore.live.context import Live
 
 # How often the coordinator looks for transactions past their timeout (default 10 s).
 ABORT_SCAN_MS = 1000
@@ -99,7 +103,7 @@ class HeldEnd:
 
 
 class Runner(Protocol):
-    """What of a schedule's runner (`suites.explore.actions`) the transactional steps use."""
+    """What of a schedule's runner (`suites.explore.live.context`) the transactional steps use."""
 
     ctx: RunContext
     cluster: Cluster
@@ -538,3 +542,18 @@ def _offsets_text(offsets: dict[int, StableOffsets]) -> str:
     if set(offsets) == {0}:
         return str(offsets[0])  # as a run of one partition always said it
     return "; ".join(f"partition {p}: {o}" for p, o in sorted(offsets.items()))
+
+
+@action(TxnWrite)
+def txn_write(live: Live, step: TxnWrite) -> tuple[dict[str, Any], float]:
+    return write(live, live.txn, step)
+
+
+@action(TxnCommit)
+def txn_commit(live: Live, step: TxnCommit) -> tuple[dict[str, Any], float]:
+    return end(live, live.txn, COMMIT, step.held)
+
+
+@action(TxnAbort)
+def txn_abort(live: Live, step: TxnAbort) -> tuple[dict[str, Any], float]:
+    return end(live, live.txn, ABORT, step.held)

@@ -4,10 +4,9 @@ does it (checkers.simulate.steps)."""
 from __future__ import annotations
 
 from faults import process
-from fixtures.errors import LogforkError, NotReached
-from fixtures.waiting import Aborted, WaitTimeout
-from suites.explore import txn_steps
-from suites.explore.actions import Live
+from fixtures.waiting import NOT_REACHED, NOT_YET
+from suites.explore.live import txn
+from suites.explore.live.context import Live
 
 
 def heal_all(live: Live) -> None:
@@ -34,17 +33,17 @@ def heal_all(live: Live) -> None:
     for link in list(live.links):
         live.heal_link(link)
     released = live.holds.release(live.sim)
-    late = txn_steps.release_held_end(live, live.txn)
+    late = txn.release_held_end(live, live.txn)
     try:
         isr = set(live.state().isr)
-    except LogforkError:
+    except NOT_YET:  # no state to read yet: restart in id order
         isr = set()
     for b in sorted(brokers, key=lambda x: (x not in isr, x)):
         if live.status(b) != "stopped":
             continue
         try:
             live.start_broker(b)
-        except (Aborted, WaitTimeout, NotReached) as exc:
+        except NOT_REACHED as exc:
             if live.node(b).status() == "running":
                 raise
             live.exited[b] = f"{exc}"[:300] + "\n" + live.node(b).tail_log()

@@ -22,7 +22,8 @@ from runrecord import schedule_roles as roles
 from runrecord.schedule_roles import View
 from runrecord.steps.base import QUORUM, Target
 from runrecord.steps.disks import FailDir, MoveDir
-from suites.explore.quorum import majority_up
+from suites.explore.live.quorum import majority_up
+from suites.explore.live.registry import action
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class FailedDir:
 
 
 class Runner(Protocol):
-    """What of a schedule's runner (`suites.explore.actions`) these steps use."""
+    """What of a schedule's runner (`suites.explore.live.context`) these steps use."""
 
     cluster: Cluster
     topic: str
@@ -64,6 +65,7 @@ def _target(run: Runner, target: Target, failing: bool, what: str) -> int:
     return roles.pick(target, view, cannot, what)
 
 
+@action(MoveDir)
 def move(run: Runner, step: MoveDir) -> tuple[dict[str, Any], float]:
     """The replica into its broker's other log dir: swapped in, or (throttled) on its way.
     A swap must keep every leader epoch the replica cached (noted where it does not)."""
@@ -112,6 +114,7 @@ def _epoch_cache(run: Runner, b: int, index: int) -> list[tuple[int, int]]:
         raise NotReached(f"broker {b}'s leader-epoch-checkpoint of {run.topic}-0", exc) from None
 
 
+@action(FailDir)
 def fail(run: Runner, step: FailDir) -> tuple[dict[str, Any], float]:
     """The dir holding the replica fails; proven by the broker's own view, then by the
     controller's reaction, or by the replica re-created in another dir (the finding)."""

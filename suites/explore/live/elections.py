@@ -10,14 +10,15 @@ from fixtures.cluster import Cluster
 from fixtures.errors import NotReached
 from runrecord import schedule_roles as roles
 from runrecord.schedule_roles import Skip, View
-from runrecord.steps.elections import ElectUnclean
+from runrecord.steps.elections import ElectPreferred, ElectUnclean
+from suites.explore.live.registry import action
 
 # The controller's answers to a preferred election whose preconditions no longer held.
 _LOST_RACE = ("PREFERRED_LEADER_NOT_AVAILABLE", "ELECTION_NOT_NEEDED")
 
 
 class Runner(Protocol):
-    """What of a schedule's runner (`suites.explore.actions`) the elections use."""
+    """What of a schedule's runner (`suites.explore.live.context`) the elections use."""
 
     cluster: Cluster
     topic: str
@@ -28,7 +29,8 @@ class Runner(Protocol):
     def describe(self, broker: int) -> str: ...
 
 
-def preferred(run: Runner) -> tuple[dict[str, Any], float]:
+@action(ElectPreferred)
+def preferred(run: Runner, step: ElectPreferred) -> tuple[dict[str, Any], float]:
     """Move leadership to the preferred replica, where it is in the ISR and does not lead."""
     view = run.view()
     preferred = run.assignment[0]
@@ -57,6 +59,7 @@ def preferred(run: Runner) -> tuple[dict[str, Any], float]:
     return {"leader": preferred}, 0.0
 
 
+@action(ElectUnclean)
 def unclean(run: Runner, step: ElectUnclean) -> tuple[dict[str, Any], float]:
     """Elect an out-of-sync replica the step names, while no ISR member is alive."""
     view = run.view()

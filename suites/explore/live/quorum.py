@@ -3,7 +3,7 @@ nodes (runrecord.schedule_steps.Quorum; the model's side: checkers.simulate.step
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from faults import controller as controller_faults
 from faults import network, process
@@ -11,6 +11,10 @@ from fixtures.cluster import Cluster
 from observe.controller import active_controller
 from runrecord.schedule_roles import Skip
 from runrecord.steps.quorum import ACTIVE, Quorum
+from suites.explore.live.registry import action
+
+if TYPE_CHECKING:
+    from suites.explore.live.context import Live
 
 
 def quorum_fault(
@@ -63,3 +67,8 @@ def majority_up(cluster: Cluster, voter_cuts: dict[str, network.LinkCut]) -> boo
     voters = cluster.controllers
     up = [n for n in voters if n.status() == "running" and n.name not in voter_cuts]
     return len(up) >= len(voters) // 2 + 1
+
+
+@action(Quorum)
+def quorum(live: Live, step: Quorum) -> tuple[dict[str, Any], float]:
+    return quorum_fault(live.cluster, step, live.voter_cuts), 0.0
