@@ -35,7 +35,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from fixtures.releases import Release, resolve
+from basics.releases import Release
+from fixtures.releases import resolve
 from runrecord.explore import ExploreRecord
 from runrecord.outcome import Outcome
 from runrecord.replay import AGREED

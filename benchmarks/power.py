@@ -23,8 +23,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
+from basics.releases import NEWEST_3_9
 from fixtures.cluster import Cluster, ClusterSpec
-from fixtures.releases import NEWEST_3_9
 from runrecord.power import CUT, UNSYNCED
 from suites.registry import get
 from suites.scenario import run

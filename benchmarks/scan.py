@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from basics.errors import LogforkError
+from basics.releases import NEWEST_3_9
 from benchmarks.segments import SHAPES, ensure_segments
 from checkers import walk
 from checkers.encode import encode_v2_batch
 from checkers.records import BATCH_FIELDS, ScanState
 from checkers.segments import iter_partition_rows, list_segments, scan_partition
-from fixtures.errors import LogforkError
-from fixtures.releases import NEWEST_3_9
 from fixtures.tools import ToolClasspath, dump_log_segments
 
 CRC_VALID = BATCH_FIELDS.index("crc_valid")

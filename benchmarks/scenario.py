@@ -18,8 +18,8 @@ import statistics
 import time
 from pathlib import Path
 
+from basics.releases import NEWEST_3_9
 from fixtures.config import zookeeper_config
-from fixtures.releases import NEWEST_3_9
 from suites.registry import get
 from suites.scenario import run
 

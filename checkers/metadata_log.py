@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from basics.protocol import RecoveryState
 from checkers.codec import DecodeError
 from checkers.contents import read_records
 from checkers.errors import BadMetadataRecord, LogReadError, TornTail, UnreadableFile
@@ -68,7 +69,6 @@ from checkers.metadata_records import (
     decode_leader_change,
     decode_metadata_record,
 )
-from checkers.protocol import RecoveryState
 from checkers.records import Batch, ScanState, make_batch
 from checkers.segments import list_segments
 from checkers.walk import iter_batch_rows

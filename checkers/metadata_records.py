@@ -13,8 +13,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from basics.protocol import RecoveryState
 from checkers.codec import DecodeError, Reader
-from checkers.protocol import RecoveryState
 
 REGISTER_BROKER_RECORD = 0
 UNREGISTER_BROKER_RECORD = 1

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from basics.protocol import Protocol
 from checkers.lineage import EpochStarts, Lineage, first_divergence
-from checkers.protocol import Protocol
 from checkers.records import Batch
 
 

@@ -14,10 +14,10 @@ from functools import partial
 from itertools import combinations
 from typing import Any
 
+from basics.protocol import Protocol
 from checkers.compaction import cleaner_evidence, compare_cleaned, first_record_difference
 from checkers.lineage import Lineage, cleaned_end, first_divergence
 from checkers.model import Fate, TruncationResult, truncate_follower
-from checkers.protocol import Protocol
 from checkers.records import Batch
 from checkers.transactions import TransactionFindings
 

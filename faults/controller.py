@@ -3,9 +3,9 @@ broker, or the KRaft quorum leader) and wait for a successor."""
 
 from __future__ import annotations
 
+from basics.errors import LogforkError, NotReached, NotYet
 from faults import network, process
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached, NotYet
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller

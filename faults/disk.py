@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import shutil
 
+from basics.errors import NotReached, SetupError
 from faults.process import kill, restart
 from fixtures.cluster import Cluster
 from fixtures.config import log_dir_path
 from fixtures.disks import NodeDisk
-from fixtures.errors import NotReached, SetupError
 from fixtures.nodes import Node
 from observe.log_dirs import OFFLINE, ONLINE, await_log_dir
 

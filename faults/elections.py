@@ -18,8 +18,8 @@ from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from basics.errors import NotReached, NotYet, Refused
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached, NotYet, Refused
 from fixtures.waiting import STEADY, WaitTimeout, wait_until
 from observe.controller import active_controller, controller_bidders_unwatched
 from observe.state import PartitionState, assignment, partition_state, wait_state

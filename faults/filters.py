@@ -17,6 +17,7 @@ import secrets
 import subprocess
 from dataclasses import dataclass, field
 
+from basics.errors import NotReached, Refused
 from faults.network import (
     RULE_COMMENT,
     defer_removal,
@@ -27,7 +28,6 @@ from faults.network import (
 )
 from fixtures.cluster import Cluster
 from fixtures.config import EXTERNAL_PORT
-from fixtures.errors import NotReached, Refused
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 

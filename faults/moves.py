@@ -9,10 +9,10 @@ import warnings
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource
 
+from basics.errors import NotReached
 from fixtures.admin import forwarded
 from fixtures.cluster import Cluster
 from fixtures.config import EXTERNAL_PORT, log_dir_path
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from observe import wire
 from observe.broker_configs import await_dynamic

@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from basics.errors import LogforkError, NotReached, Refused
 from fixtures import config
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached, Refused
 from fixtures.nodes import Node
 
 PROBE_SECONDS = 1  # a connection across the bridge takes milliseconds; a dropped SYN never

@@ -24,11 +24,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from basics.errors import NotReached, Refused
 from checkers.checkpoints import read_offset_checkpoint
 from checkers.segments import scan_partition
 from faults import process
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached, Refused
 from fixtures.nodes import Node
 from runrecord.power import CUT
 from runrecord.typed import to_json, write_text

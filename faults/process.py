@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from basics.errors import NotReached
 from faults import network
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import STEADY, Aborted, WaitTimeout, wait_until
 

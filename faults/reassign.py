@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
+from basics.errors import NotReached
 from fixtures.admin import forwarded
 from fixtures.cluster import Cluster
 from fixtures.config import EXTERNAL_PORT
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe import wire

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from basics.errors import NotReached
 from faults import network
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from observe.state import partition_state
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from basics.errors import NotReached
 from faults import network
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import STEADY, WaitTimeout, wait_until
 from observe.controller import active_controller

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from basics.errors import LogforkError, NotReached, Refused
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached, Refused
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 

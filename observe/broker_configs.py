@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 from confluent_kafka.admin import ConfigResource, ConfigSource
 
+from basics.errors import NotReached
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
 from fixtures.waiting import STEADY, WaitTimeout, wait_until
 
 # What a broker answers for a dynamic config whose type its release does not know: 1.1 defines

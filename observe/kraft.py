@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from basics.errors import NotYet
 from checkers.checkpoints import QUORUM_STATE, QuorumState, quorum_leader, read_quorum_state
 from checkers.errors import LogReadError
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog, decode_metadata_log
-from fixtures.errors import NotYet
 
 if TYPE_CHECKING:
     from fixtures.nodes import Node

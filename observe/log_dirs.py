@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from basics.errors import NotReached
 from fixtures.config import EXTERNAL_PORT
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe import wire

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from fixtures.errors import Refused
+from basics.errors import Refused
 from fixtures.waiting import wait_until
 from observe.state import partition_state
 from runrecord.history import READ_COMMITTED, ReadPass, ReadRecord

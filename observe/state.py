@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from basics.errors import NotYet
+from basics.protocol import RecoveryState
 from checkers.metadata_log import PartitionStateEvent
-from checkers.protocol import RecoveryState
-from fixtures.errors import NotYet
 from fixtures.waiting import NOT_YET, wait_until
 from observe import kraft
 from runrecord.events import EventKind

@@ -9,9 +9,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from basics.errors import LogforkError
+from basics.releases import Release
 from fixtures.catalog import Section, render
-from fixtures.errors import LogforkError
-from fixtures.releases import Release
 from reports.render import _common, environment
 from runrecord.atlas import Atlas, AtlasEntry, AtlasRow
 from runrecord.outcome import Outcome

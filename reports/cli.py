@@ -14,13 +14,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+from basics.errors import LogforkError
+from basics.protocol import Protocol
 from checkers.audit import EXIT_UNREADABLE
 from checkers.audit.local import audit
 from checkers.audit.plan import plan_audit
 from checkers.audit.render import render
-from checkers.protocol import Protocol
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
-from fixtures.errors import LogforkError
 from reports.sources import txn_reference, txn_timeout
 from reports.spark import MASTER_ENV
 from runrecord import exits

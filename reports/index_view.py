@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fixtures.errors import LogforkError
-from fixtures.releases import parse_version
+from basics.errors import LogforkError
+from basics.releases import parse_version
 from runrecord.outcome import Outcome
 
 OUTCOMES = tuple(o.value for o in Outcome)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from fixtures.errors import LogforkError
+from basics.errors import LogforkError
 from reports import engine_local, engine_spark
 from reports.outputs import Location
 from reports.results import PipelineResult, assemble

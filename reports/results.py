@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from basics.protocol import RecoveryState
 from checkers.audit import decide
 from checkers.audit.plan import TopicPartition
 from checkers.audit.result import AuditResult
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog
-from checkers.protocol import RecoveryState
 from reports.judge import DETAILED_UP_TO, UNREAD, JudgeConfig, PartitionRow
 from reports.sources import RunSource
 from runrecord.events import EventKind, deleted_below

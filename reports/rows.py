@@ -14,11 +14,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from basics.protocol import RecoveryState
 from checkers.audit.result import ReplicaSummary
 from checkers.errors import LogReadError, TornTail
 from checkers.lineage import Lineage
 from checkers.metadata_log import LeaderChange, MetadataLog, PartitionStateEvent, Registration
-from checkers.protocol import RecoveryState
 from checkers.records import BATCH_FIELDS, Batch
 from reports.tables import (
     BATCH_TYPES,

@@ -130,7 +130,7 @@ def judge_bucket(
 ) -> pd.DataFrame:
     """Cogrouped applyInPandas function over (run, bucket): the read tasks of some
     partitions and their acknowledged sends in, one `VERDICT_SCHEMA` row per partition out."""
-    from checkers.protocol import Protocol
+    from basics.protocol import Protocol
 
     run = str(key[0])
     protocol = Protocol(config.protocols[run])

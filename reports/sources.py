@@ -12,12 +12,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from basics.errors import LogforkError
+from basics.protocol import Protocol
+from basics.releases import Release
 from checkers.audit.plan import AuditPlan, plan_audit
-from checkers.protocol import Protocol
 from checkers.storage import is_remote, local_path
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
-from fixtures.errors import LogforkError
-from fixtures.releases import Release
 from runrecord.conformance import Conformance
 from runrecord.events import Event
 from runrecord.run import ClusterInfo, RunInfo, Verdict

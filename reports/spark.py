@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fixtures.errors import LogforkError
+from basics.errors import LogforkError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

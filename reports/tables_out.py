@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from fixtures.errors import LogforkError
+from basics.errors import LogforkError
 from reports import tables as T
 from reports.outputs import (
     Location,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from basics.protocol import Protocol
 from checkers.history import loss_line
 from checkers.metadata_log import METADATA_TOPICS
-from checkers.protocol import Protocol
 from reports.attribution import attribution
 from reports.judge import ABSENT, DETAILED_UP_TO, PartitionRow
 from reports.results import RunResult

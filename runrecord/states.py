@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from checkers.protocol import RecoveryState
+from basics.protocol import RecoveryState
 
 
 @dataclass

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
-from fixtures.errors import LogforkError
+from basics.errors import LogforkError
 
 SCHEMA = 1  # the version every file of a run directory is written with
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from fixtures.errors import LogforkError, SetupError
+from basics.errors import LogforkError, SetupError
 from runrecord.atlas import Atlas
 from suites.atlas import (
     Cell,

@@ -38,8 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from fixtures.errors import LogforkError
-from fixtures.releases import Release
+from basics.errors import LogforkError
+from basics.releases import Release
 from runrecord import exits
 from suites import cells
 from suites.cells import (

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fixtures.releases import parse_version
+from basics.releases import parse_version
 from suites.bisect import (
     BadRange,
     Candidate,

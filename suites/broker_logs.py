@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from basics.errors import NotReached
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from fixtures.releases import Release, parse_version, resolve
+from basics.releases import Release, parse_version
+from fixtures.releases import resolve
 
 if TYPE_CHECKING:
     from fixtures.catalog import Catalog

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from basics.errors import LogforkError
+from basics.releases import NEWEST_3_9, NEWEST_4
 from fixtures.cleanup import Terminated
-from fixtures.errors import LogforkError
-from fixtures.releases import NEWEST_3_9, NEWEST_4
 from runrecord.outcome import Outcome
 from runrecord.power import POWER_MODELS
 

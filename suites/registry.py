@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fixtures.errors import SetupError
+from basics.errors import SetupError
 from suites.scenario import Scenario
 from suites.scenarios import (
     clean_shutdown_marker,

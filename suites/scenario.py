@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from basics.errors import LogforkError, NotReached, SetupError
+from basics.releases import Release
 from checkers.lineage import Lineage
 from fixtures.cluster import Cluster, ClusterSpec
-from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.nodes import Node
-from fixtures.releases import Release, resolve
+from fixtures.releases import resolve
 from fixtures.waiting import NOT_REACHED, not_reached_summary
 from observe.replicas import replica, spans
 from observe.state import StateRecorder

@@ -14,6 +14,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
+from basics.errors import NotReached
 from checkers.audit import AuditResult, audit
 from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.errors import LogReadError
@@ -22,7 +23,6 @@ from checkers.model import TruncationResult, truncate_follower
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from checkers.verdict import PartitionVerdict
 from fixtures.cluster import Cluster, ClusterSpec
-from fixtures.errors import NotReached
 from fixtures.waiting import NOT_YET, WaitTimeout, wait_until
 from observe.replicas import replica
 from observe.state import PartitionState, partition_state, wait_state

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from basics.releases import parse_version
 from fixtures import catalog
-from fixtures.releases import parse_version
 from reports.atlas_view import atlas_markdown, markdown_from, render_atlas
 from runrecord.atlas import Atlas
 from runrecord.outcome import Outcome

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
+from basics.releases import parse_version
 from fixtures.catalog import snapshot
-from fixtures.releases import parse_version
 from runrecord.typed import SCHEMA
 from suites.bisect import (
     EXIT_AGREES,

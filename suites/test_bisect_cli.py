@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from basics.releases import parse_version
 from fixtures import catalog
-from fixtures.releases import parse_version
 from runrecord.outcome import Outcome
 from suites import cli
 from testsupport.simulated import simulate_runs

@@ -6,7 +6,7 @@ creates the partition again and fetches it, and no acknowledged write is lost.""
 
 import pytest
 
-from fixtures.releases import Release
+from basics.releases import Release
 from suites.registry import get
 from testsupport.scenarios import run_scenario
 

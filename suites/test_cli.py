@@ -126,7 +126,7 @@ def test_readme_commands_are_true():
     is the one .ci/run extracts and runs."""
     from pathlib import Path
 
-    from fixtures.releases import NEWEST_4
+    from basics.releases import NEWEST_4
     from suites.registry import SCENARIOS
 
     readme = (Path(__file__).parent.parent / "README.md").read_text().splitlines()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from basics.errors import NotReached
 from checkers.audit import audit
 from checkers.verdict import PartitionVerdict
-from fixtures.errors import NotReached
 from runrecord.outcome import HANGING, VIOLATED
 from suites.convergence import Convergence
 from suites.scenarios.production_mix import TxnRounds

@@ -10,11 +10,11 @@ import pytest
 from confluent_kafka import Producer
 from kazoo.exceptions import NoNodeError
 
+from basics.errors import NotReached
 from checkers.checkpoints import read_offset_checkpoint
 from checkers.segments import scan_partition
 from faults import controller, elections, network, power, process, replication, session
 from fixtures.ci import require
-from fixtures.errors import NotReached
 from fixtures.waiting import wait_until
 from observe.controller import active_controller
 from observe.state import partition_state, wait_state

@@ -4,7 +4,7 @@ power loss; before and after, it holds its old or its new contents, whole."""
 
 import pytest
 
-from fixtures.releases import Release
+from basics.releases import Release
 from runrecord.outcome import Outcome
 from suites.registry import get
 from testsupport.fuse import need_fuse

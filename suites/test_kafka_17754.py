@@ -5,7 +5,7 @@ the release's own Java client uses transactions v2 from 4.0, which fences the la
 
 import pytest
 
-from fixtures.releases import Release
+from basics.releases import Release
 from runrecord.outcome import Outcome
 from suites.registry import get
 from suites.scenarios.kafka_17754 import B_OFFSET

@@ -5,7 +5,7 @@ hanging transaction. Unfixed: expected everywhere."""
 
 import pytest
 
-from fixtures.releases import Release
+from basics.releases import Release
 from runrecord.outcome import Outcome
 from suites.registry import get
 from suites.scenarios.kafka_20716 import TXN_TIMEOUT_MS, T

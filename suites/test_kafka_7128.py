@@ -4,7 +4,7 @@ acknowledged writes are lost; from 2.0.1 it must first reach the leader's epoch 
 
 import pytest
 
-from fixtures.releases import Release
+from basics.releases import Release
 from runrecord.outcome import Outcome
 from suites.registry import get
 from testsupport.scenarios import run_scenario

@@ -5,7 +5,7 @@ the broker's stale epoch."""
 
 import pytest
 
-from fixtures.releases import Release
+from basics.releases import Release
 from runrecord.outcome import Outcome
 from suites.registry import get
 from testsupport.scenarios import run_scenario

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from checkers.protocol import RecoveryState
-from fixtures.releases import Release
+from basics.protocol import RecoveryState
+from basics.releases import Release
 from observe.state import PartitionState
 from runrecord.conformance import CONFORMS, DEPARTS, VIOLATED
 from runrecord.outcome import Outcome

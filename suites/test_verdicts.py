@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.releases import Release
+from basics.releases import Release
 from runrecord import exits
 from runrecord.outcome import CONSISTENT, DIVERGED, LOST, STUCK, Outcome, Symptom, SymptomPair
 from runrecord.run import Verdict

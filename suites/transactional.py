@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from basics.errors import LogforkError
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError
 from runrecord.history import ABORTED, COMMITTED, IN_DOUBT, Send
 from suites.clients.api import TxnAborted, TxnClient, TxnFailed
 from suites.clients.java import JavaTxnClient

@@ -15,10 +15,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from basics.errors import Refused
 from checkers.history import ReadLog
 from checkers.records import Record
 from fixtures.cluster import Cluster
-from fixtures.errors import Refused
 from fixtures.waiting import wait_until
 from runrecord.history import ReadPass, Send
 from runrecord.typed import JsonLines

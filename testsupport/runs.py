@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from basics.protocol import Protocol, RecoveryState
 from checkers.abstract import from_spec
 from checkers.audit import audit
 from checkers.encode import encode_v2_batch
 from checkers.model import truncate_follower
-from checkers.protocol import Protocol, RecoveryState
 from runrecord.events import Event, EventKind
 from runrecord.history import Send
 from runrecord.outcome import Outcome

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from basics.releases import Release
 from fixtures import catalog
-from fixtures.releases import Release, resolve
+from fixtures.releases import resolve
 from runrecord.outcome import Outcome
 from runrecord.run import Verdict
 from suites import scenario as scenario_module

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from basics.protocol import Protocol
 from checkers.audit.plan import AuditPlan, LineageSlot, MetadataSlot, TopicPartition
 from checkers.audit.result import AuditError, AuditResult, ReplicaSummary
 from checkers.checkpoints import quorum_leader
@@ -22,7 +23,6 @@ from checkers.compaction import compaction_reason
 from checkers.coordinator_log import Decisions, PartitionDecisions
 from checkers.lineage import Lineage
 from checkers.metadata_log import METADATA_TOPICS, MetadataLog
-from checkers.protocol import Protocol
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS, judge_transactions
 from checkers.verdict import PartitionVerdict, judge_partition
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from basics.protocol import Protocol
 from checkers.audit.decide import assemble, judge, know
 from checkers.audit.plan import AuditPlan, TopicPartition, plan_audit
 from checkers.audit.read import read_decisions, read_metadata, read_replicas
 from checkers.audit.result import AuditResult, ReplicaSummary
 from checkers.coordinator_log import merge
 from checkers.lineage import Lineage
-from checkers.protocol import Protocol
 from checkers.transactions import DEFAULT_TXN_TIMEOUT_MS
 from checkers.verdict import PartitionVerdict
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from basics.protocol import Protocol
 from checkers.model import Fate
-from checkers.protocol import Protocol
 from checkers.simulate.state import StepRecord, Write
 from checkers.simulate.transactions import Transactions, hang_cause, open_transaction
 from checkers.verdict import DIVERGED, PartitionVerdict, judge_partition

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from basics.protocol import Protocol
 from checkers.model import truncate_follower
-from checkers.protocol import Protocol
 from checkers.simulate.state import FOLLOWER, LEADER, Replica, SimState, differ
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
 
-from checkers.protocol import Protocol
+from basics.protocol import Protocol
 from checkers.simulate.prediction import Prediction
 from checkers.simulate.state import SimOptions, SimulationError
 from checkers.simulate.steps import Simulator

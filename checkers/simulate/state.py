@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from basics.protocol import Protocol
+from basics.releases import Release
 from checkers.abstract import from_spec
 from checkers.lineage import EpochStarts, Lineage
-from checkers.protocol import Protocol
-from fixtures.releases import Release
 from runrecord.schedule import Cluster
 from runrecord.schedule_cluster import ELR_FEATURE
 from runrecord.steps.base import QUORUM

@@ -10,7 +10,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from checkers.protocol import Protocol
+from basics.protocol import Protocol
 from checkers.simulate.prediction import Prediction, predict
 from checkers.simulate.slow_links import SlowLinks
 from checkers.simulate.state import (
@@ -61,7 +61,7 @@ class Simulator(SlowLinks):
         self, cluster: Cluster, protocol: Protocol | str, options: SimOptions | None = None
     ) -> None:
         """`protocol`: the rules to follow, or a release's version (its rules, as
-        `fixtures.releases.Release.protocol` says)."""
+        `basics.releases.Release.protocol` says)."""
         super().__init__(cluster, protocol, options)
         self.settle()  # the topic is created: its first leader learns it leads
 

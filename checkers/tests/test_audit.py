@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from basics.protocol import Protocol
 from checkers.audit import audit
 from checkers.audit.render import render
 from checkers.checkpoints import CLEAN_SHUTDOWN
-from checkers.protocol import Protocol
 from suites.cli import main as logfork
 from testsupport import craft, damage
 from testsupport.craft import PartitionSpec

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from basics.protocol import RecoveryState
 from checkers.errors import BadMetadataRecord
 from checkers.metadata_log import (
     decode_leader_change,
     decode_metadata_log,
     decode_metadata_record,
 )
-from checkers.protocol import RecoveryState
 from testsupport import craft, damage
 
 RECOVERED, RECOVERING = RecoveryState.RECOVERED, RecoveryState.RECOVERING

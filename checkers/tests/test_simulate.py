@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from basics.protocol import Protocol
+from basics.releases import Release
 from checkers.model import Fate
-from checkers.protocol import Protocol
 from checkers.simulate import (
     SimOptions,
     SimulationError,
@@ -16,7 +17,6 @@ from checkers.simulate import (
     checkpoint_variants,
     simulate,
 )
-from fixtures.releases import Release
 from runrecord.schedule import BrokerConfig, Cluster, Schedule, TopicConfig
 from runrecord.steps.base import QUORUM, Role
 from runrecord.steps.disks import FailDir, MoveDir

@@ -3,7 +3,7 @@ changes do not reach the controller until the heal, on crafted schedules."""
 
 from __future__ import annotations
 
-from checkers.protocol import Protocol
+from basics.protocol import Protocol
 from checkers.simulate import simulate
 from runrecord.schedule import Cluster, Schedule, TopicConfig, dumps, loads
 from runrecord.schedule_roles import NO_ALTER_PARTITION

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from basics.protocol import Protocol
 from checkers.model import Fate
-from checkers.protocol import Protocol
 from checkers.simulate import SimOptions, Simulator, simulate
 from checkers.simulate.slow_links import (
     LATE_FOLLOWS,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from basics.protocol import Protocol
 from checkers.abstract import from_spec
 from checkers.model import Fate
-from checkers.protocol import Protocol
 from checkers.verdict import CONSISTENT, DIVERGED, judge_partition, pick_leader
 
 LOG = [(0, 9, 1), (10, 19, 1), (20, 29, 3)]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from basics.protocol import Protocol
 from checkers.audit import audit
 from checkers.audit.render import render
-from checkers.protocol import Protocol
 from checkers.tests import test_compaction as compacted
 from reports.pipeline import run_pipeline
 from reports.results import PipelineResult

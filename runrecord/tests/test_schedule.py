@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.errors import LogforkError
+from basics.errors import LogforkError
 from runrecord.schedule import (
     FORMAT,
     BrokerConfig,

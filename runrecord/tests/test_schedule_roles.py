@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from checkers.protocol import RecoveryState
+from basics.protocol import RecoveryState
 from checkers.simulate import Simulator
 from checkers.simulate.state import SimOptions
 from runrecord.schedule import Cluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from fixtures.errors import LogforkError
+from basics.errors import LogforkError
 
 # A write's result once flushed: its offset, or its error.
 Result = tuple[int | None, str | None]

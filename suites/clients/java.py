@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import IO, Any
 
+from basics.errors import Refused, SetupError
 from fixtures.cluster import Cluster
-from fixtures.errors import Refused, SetupError
 from fixtures.releases import cache_dir
 from suites.clients.api import Result, TxnFailed
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from fixtures.errors import Refused
+from basics.errors import Refused
 from fixtures.waiting import WaitTimeout, wait_until
 from suites.clients.api import Result, TxnAborted, TxnFailed
 

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from basics.errors import LogforkError, NotReached, SetupError
+from basics.releases import Release
 from faults import elections, network
 from fixtures.admin import ask_controller
 from fixtures.cluster import BootError, Cluster, ClusterSpec
-from fixtures.errors import LogforkError, NotReached, SetupError
 from fixtures.progress import note
-from fixtures.releases import Release, resolve
+from fixtures.releases import resolve
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
 from observe.state import partitions

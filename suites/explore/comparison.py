@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from checkers.protocol import Protocol
+from basics.protocol import Protocol
 from checkers.simulate import Prediction, SimOptions, checkpoint_variants, simulate
 from runrecord.power import CUT, PowerCut
 from runrecord.replay import DONE, Comparison, Judgement, StepResult, placement

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from basics.releases import Release
 from checkers.simulate import simulate
-from fixtures.releases import Release
 from runrecord.explore import (
     EXPLORE_JSON,
     UNTOLD,

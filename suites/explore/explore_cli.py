@@ -23,11 +23,12 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from basics.errors import SetupError
+from basics.releases import Release
 from fixtures.cleanup import Terminated, install_handlers
 from fixtures.crashfs import unavailable
 from fixtures.disks import check_model
-from fixtures.errors import SetupError
-from fixtures.releases import Release, resolve
+from fixtures.releases import resolve
 from runrecord import exits
 from runrecord.explore import SHARD_DONE, ExploreRecord
 from runrecord.outcome import finding_key

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from basics.protocol import Protocol
 from checkers.audit.local import execute
 from checkers.audit.plan import plan_audit
 from checkers.metadata_log import METADATA_TOPICS
-from checkers.protocol import Protocol
 
 
 def epoch_regressions(lineages: Any) -> list[str]:

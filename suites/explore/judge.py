@@ -54,8 +54,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from checkers.protocol import RecoveryState
-from fixtures.releases import Release
+from basics.protocol import RecoveryState
+from basics.releases import Release
 from runrecord.outcome import (
     CONSISTENT,
     POWER_LOST_MARKER,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from basics.errors import NotReached
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 
 # The broker renames a removed replica when it applies the change; one that was down does

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fixtures.errors import SetupError
+from basics.errors import SetupError
 from fixtures.waiting import WaitTimeout, wait_until
 from reports.outputs import as_location, child, get_tree, put_tree, remove
 from reports.render import INDEX_JSON, load_entries, write_index

@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from fixtures.errors import SetupError
+from basics.errors import SetupError
 from runrecord.outcome import Outcome
 from runrecord.replay import AGREED, AGREED_GIVEN, CANNOT_PREDICT, DISAGREED
 from runrecord.schedule import Schedule, ScheduleError, load_schedule, validate

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from basics.errors import NotReached, SetupError
+from basics.releases import Release
 from checkers.simulate import Prediction, Simulator, simulate
 from checkers.txn_reads import TxnReadCheck
-from fixtures.errors import NotReached, SetupError
-from fixtures.releases import Release
 from fixtures.waiting import NOT_REACHED, not_reached_summary
 from observe.stable import StableOffsets
 from observe.state import StateRecorder

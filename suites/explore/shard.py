@@ -28,9 +28,9 @@ import threading
 import time
 from pathlib import Path
 
+from basics.errors import LogforkError
 from checkers.simulate import simulate
 from fixtures.cleanup import install_handlers
-from fixtures.errors import LogforkError
 from fixtures.releases import resolve
 from runrecord.explore import ExploreRecord, ShardPlan
 from runrecord.schedule import parse_schedule

@@ -29,10 +29,10 @@ it; B itself never shrinks its ISR during the run (20 min).
 
 from __future__ import annotations
 
+from basics.releases import Release
 from faults import elections, filters, network, process
 from fixtures.cluster import ClusterSpec
 from fixtures.nodes import Node
-from fixtures.releases import Release
 from observe.state import partition_state, wait_state
 from runrecord.outcome import LOST, Symptom
 from suites import broker_logs, steps

@@ -19,8 +19,8 @@ truncates to offset 0, then refetches B's log.
 
 from __future__ import annotations
 
+from basics.errors import NotReached
 from faults import process
-from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.state import partition_state
 from runrecord.outcome import DIVERGED, Symptom

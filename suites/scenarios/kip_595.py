@@ -20,6 +20,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import NewTopic
 
+from basics.errors import NotReached
 from checkers.audit import audit
 from checkers.checkpoints import read_meta_properties
 from checkers.metadata_log import METADATA_TOPICS, decode_metadata_log
@@ -27,7 +28,6 @@ from checkers.verdict import PartitionVerdict
 from faults import controller, process
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.config import new_cluster_id
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import NOT_YET, WaitTimeout, wait_until
 from observe import kraft

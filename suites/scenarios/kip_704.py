@@ -19,11 +19,11 @@ import itertools
 import json
 from typing import Any
 
-from checkers.protocol import RecoveryState
+from basics.errors import NotReached
+from basics.protocol import RecoveryState
 from faults import elections, network, process
 from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.config import EXTERNAL_PORT
-from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from observe import wire
 from observe.replicas import replica

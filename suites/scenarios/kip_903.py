@@ -32,9 +32,9 @@ ZooKeeper mode was removed in 4.0 unfixed: there the loss is expected on every r
 
 from __future__ import annotations
 
+from basics.errors import NotReached
 from faults import disk, filters, network, process
 from fixtures.cluster import ClusterSpec
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe import kraft

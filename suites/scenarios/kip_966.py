@@ -37,10 +37,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from basics.errors import NotReached
 from checkers.metadata_log import Registration
 from faults import network, power, process
 from fixtures.cluster import ClusterSpec
-from fixtures.errors import NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from observe import kraft
 from observe.state import PartitionState, partition_state, wait_state

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from basics.protocol import Protocol
 from checkers.model import Fate
-from checkers.protocol import Protocol
 from checkers.simulate import Prediction, SimOptions, Simulator, simulate
 from runrecord.schedule import Schedule, dumps
 from runrecord.steps.base import Step

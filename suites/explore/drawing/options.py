@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from checkers.protocol import Protocol
+from basics.protocol import Protocol
 from runrecord.power import CUT
 
 # How often each step kind is drawn, relative to the others. Produce dominates: a

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 from kazoo.exceptions import NoNodeError
 
+from basics.errors import LogforkError, NotReached
 from checkers.simulate import Simulator
 from faults import filters
 from fixtures import config
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached
 from fixtures.nodes import Node
 from observe.controller import active_controller
 

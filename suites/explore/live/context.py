@@ -19,13 +19,13 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from basics.errors import NotReached
 from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.errors import LogReadError
 from checkers.simulate import Simulator
 from faults import network, process, session
 from faults.slow_link import SlowLink
 from fixtures.config import zookeeper_config
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from basics.errors import NotReached
 from checkers.checkpoints import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
 from checkers.errors import LogReadError
 from faults import disk, moves, network
 from fixtures.cluster import Cluster
 from fixtures.config import log_dir_path
-from fixtures.errors import NotReached
 from fixtures.nodes import Node
 from fixtures.waiting import Aborted, WaitTimeout, wait_until
 from observe.log_dirs import log_dir_states

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from basics.errors import NotReached
 from faults import elections
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
 from runrecord import schedule_roles as roles
 from runrecord.schedule_roles import Skip, View
 from runrecord.steps.elections import ElectPreferred, ElectUnclean

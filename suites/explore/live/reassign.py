@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from basics.errors import NotReached
 from faults import reassign as reassignments
-from fixtures.errors import NotReached
 from runrecord import schedule_roles as roles
 from runrecord.schedule_roles import Skip
 from runrecord.steps.base import QUORUM

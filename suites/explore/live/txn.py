@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from confluent_kafka import KafkaException
 from kazoo.exceptions import NoNodeError
 
+from basics.errors import LogforkError, NotReached
 from checkers.coordinator_log import TXN_STATE_TOPIC
 from checkers.simulate.transactions import (
     ABORT,
@@ -40,7 +41,6 @@ from checkers.simulate.transactions import (
 from checkers.txn_reads import TxnReadCheck, check_read_passes
 from faults import filters
 from fixtures.cluster import Cluster
-from fixtures.errors import LogforkError, NotReached
 from fixtures.waiting import WaitTimeout, wait_until
 from observe.stable import StableOffsets, read_pass, stable_offsets
 from observe.state import PartitionState, partition_state

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException, Producer
 
+from basics.errors import NotReached
 from fixtures.cluster import Cluster
-from fixtures.errors import NotReached
 from runrecord import schedule_roles as roles
 from runrecord.schedule import Schedule
 from runrecord.schedule_roles import Rejected, Skip, Unserved

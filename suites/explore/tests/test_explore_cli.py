@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.errors import SetupError
+from basics.errors import SetupError
 from reports.explore_page import write_explore_page
 from runrecord.explore import (
     SHARD_DONE,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from checkers.protocol import Protocol
+from basics.protocol import Protocol
+from basics.releases import Release
 from checkers.simulate import simulate
-from fixtures.releases import Release
 from runrecord.outcome import HANGING, LOST_MARKER
 from runrecord.schedule import (
     BrokerConfig,

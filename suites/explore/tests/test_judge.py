@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from basics.protocol import RecoveryState
+from basics.releases import Release
 from checkers.abstract import from_spec
 from checkers.lineage import Lineage
-from checkers.protocol import RecoveryState
-from fixtures.releases import Release
 from runrecord.outcome import (
     ABORTED_READ,
     LOST_MARKER,

@@ -273,7 +273,7 @@ def test_the_controller_elections_the_brokers_held_are_told_in_the_first_predict
 
 
 def test_a_finding_that_hangs_on_a_controller_race_is_ranked_as_one() -> None:
-    from checkers.protocol import Protocol
+    from basics.protocol import Protocol
     from runrecord.schedule import Schedule
     from suites.explore.drawing.guide import Candidate, races, score
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from checkers.protocol import Protocol
+from basics.protocol import Protocol
 from checkers.simulate import simulate
 from runrecord.schedule import BrokerConfig, Cluster, Schedule, TopicConfig, validate
 from runrecord.steps.base import Role
