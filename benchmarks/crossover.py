@@ -1,5 +1,5 @@
 """Benchmark: from what input size `logfork audit` is faster on Spark (local[*]) than on the
-local engine, start-up included: the measurement behind `reports.cli.AUTO_SPARK_BYTES`.
+local engine, start-up included: the measurement behind `suites.audit_cli.AUTO_SPARK_BYTES`.
 
     python -m benchmarks.crossover --partitions 500 2000 5000
 

@@ -199,19 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list the scenarios")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser(
-        "audit",
-        help="judge the logs in broker log dirs (no cluster needed)",
-        description="Read every replica's segments straight from disk and judge "
-        "whether replicas diverged, and whether transactions hang, are torn or wrote a "
-        "sequence twice. Exit 0: all consistent; 1: a partition diverged or holds such a "
-        "transaction finding; 2: an input could not be read at all.",
-    )
     from reports import cli as reports_cli
+    from suites import audit_cli
 
-    reports_cli.add_audit_arguments(p)
-    p.set_defaults(func=reports_cli.run_audit)
-
+    _add_command(sub, "audit", audit_cli)
     p = sub.add_parser(
         "report",
         help="HTML reports of run directories, and their index",

@@ -11,8 +11,10 @@ import pytest
 
 from checkers import audit as checkers_audit
 from checkers.audit.render import render
-from reports.cli import add_audit_arguments, add_report_arguments, run_audit, run_report
+from reports.cli import add_report_arguments, run_report
 from reports.tests.conftest import KIP_RUN, MASTER, RUNS
+from suites.audit_cli import add_arguments as add_audit_arguments
+from suites.audit_cli import main as run_audit
 from testsupport import craft
 from testsupport.craft import PartitionSpec
 
