@@ -15,11 +15,11 @@ The schedules are the first of the model-guided ranking for the seed (unclean el
 allowed, as the acceptance run uses them). A schedule's wall time runs from its topic's
 creation to its topic's deletion and the health check after it (the audit of its copied
 logs included; cluster boots and reports excluded). Its protocol waits are what Kafka's
-own configuration makes it wait (suites.explore.runner): the time from an expiry's cut or
-a crash to the controller acting on the lost session (at most the session timeout plus
-one ZooKeeper tick), `wait` steps, acks=all writes the ISR does not complete (the produce
-request's timeout), the backoffs between the controlled-shutdown attempts a SIGTERMed
-broker logged, one fetch round once healed, and the high watermark checkpoint a
+own configuration makes it wait (suites.explore.engine.schedule_run): the time from an
+expiry's cut or a crash to the controller acting on the lost session (at most the session
+timeout plus one ZooKeeper tick), `wait` steps, acks=all writes the ISR does not complete
+(the produce request's timeout), the backoffs between the controlled-shutdown attempts a
+SIGTERMed broker logged, one fetch round once healed, and the high watermark checkpoint a
 convergence needed (at most one interval: before 2.0 a truncation inside a batch leaves
 a follower's file short, and only its checkpoint shows it caught up). Figures only:
 nothing here fails on time.
@@ -40,11 +40,11 @@ from fixtures.releases import resolve
 from runrecord.explore import ExploreRecord
 from runrecord.outcome import Outcome
 from runrecord.replay import AGREED
-from suites.explore.bench import Bench
 from suites.explore.drawing.generate import DrawOptions, explore_shape
 from suites.explore.drawing.guide import Candidate, plan
-from suites.explore.explore import ExploreOptions, Explorer
-from suites.explore.runner import ScheduleRun, run_schedule
+from suites.explore.engine.bench import Bench
+from suites.explore.engine.explorer import ExploreOptions, Explorer
+from suites.explore.engine.schedule_run import ScheduleRun, run_schedule
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,7 +94,7 @@ class Judgement:
     # Why the finding happened, where the run can tell (outcome.SKIPPED_MARKER, ...).
     cause: str = ""
     # partition -> its kind once the findings the protocol model does not follow are set
-    # aside (suites.explore.judge.BESIDE_MODEL): only for partitions that showed one.
+    # aside (checkers.schedules.judge.BESIDE_MODEL): only for partitions that showed one.
     modelled: dict[int, str | None] = field(default_factory=dict)
 
 

@@ -1,6 +1,6 @@
 """Which broker a step's target names when its turn comes: the rule a schedule's roles
 follow, shared by the simulator (checkers.simulate) and the runner on real brokers
-(suites.explore.runner), so that both resolve a role the same way.
+(suites.explore.engine.schedule_run), so that both resolve a role the same way.
 
 A role is resolved against a `View` of the cluster: the partition's leader and ISR as the
 controller has them, its assignment, and (ZooKeeper mode) the controller broker. Several

@@ -230,8 +230,8 @@ def schedule_runner(
     def runner(c: Candidate) -> RunResult:
         from datetime import datetime
 
-        from suites.explore.bench import Bench
-        from suites.explore.runner import run_schedule
+        from suites.explore.engine.bench import Bench
+        from suites.explore.engine.schedule_run import run_schedule
 
         started = time.monotonic()
         stamp = f"{datetime.now():%Y%m%d-%H%M%S}"

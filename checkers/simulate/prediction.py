@@ -53,7 +53,7 @@ class Prediction:
     hang_cause: str = ""  # why it hangs (runrecord.outcome.SKIPPED_MARKER, LOST_MARKER)
     # A marker a power loss dropped from every replica, where KIP-966's rules allow losing
     # what the loss dropped: without eligible leader replicas, or after an unclean or
-    # last-known-leader election (suites.explore.judge.loss_rule).
+    # last-known-leader election (checkers.schedules.judge.loss_rule).
     marker_loss_allowed: bool = False
     transactions: int = 0  # transactions begun
     late_ends: int = 0  # late EndTxns that ended a transaction the producer had open

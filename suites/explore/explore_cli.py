@@ -33,8 +33,8 @@ from runrecord import exits
 from runrecord.explore import SHARD_DONE, ExploreRecord
 from runrecord.outcome import finding_key
 from runrecord.power import CUT
-from suites.explore.clusters import cluster_count, open_benches
-from suites.explore.explore import (
+from suites.explore.engine.clusters import cluster_count, open_benches
+from suites.explore.engine.explorer import (
     ExploreOptions,
     Explorer,
     default_mode,
@@ -283,7 +283,7 @@ def main(args: argparse.Namespace) -> int:
             explorer.deadline = clock + 60 * options.minutes
         try:
             if options.spark_master:
-                from suites.explore.on_spark import explore_on_spark
+                from suites.explore.engine.spark import explore_on_spark
 
                 explore_on_spark(explorer, drawing)
             else:

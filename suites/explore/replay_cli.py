@@ -22,8 +22,8 @@ from basics.errors import SetupError
 from runrecord.outcome import Outcome
 from runrecord.replay import AGREED, AGREED_GIVEN, CANNOT_PREDICT, DISAGREED
 from runrecord.schedule import Schedule, ScheduleError, load_schedule, validate
-from suites.explore.bench import Bench
-from suites.explore.runner import ScheduleRun, run_schedule
+from suites.explore.engine.bench import Bench
+from suites.explore.engine.schedule_run import ScheduleRun, run_schedule
 
 HELP = "run one fault schedule (a JSON file) against a fresh cluster and judge it"
 

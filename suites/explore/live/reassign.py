@@ -4,7 +4,7 @@ broker, proven started in the metadata log, and given a moment to complete."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from basics.errors import NotReached
 from faults import reassign as reassignments
@@ -15,6 +15,9 @@ from runrecord.steps.reassign import Reassign
 from suites.explore.live.quorum import majority_up
 from suites.explore.live.registry import action
 
+if TYPE_CHECKING:
+    from suites.explore.live.context import Live
+
 # A new replica of a schedule's partition (a few batches) catches up within a fetch or two;
 # one that has not by then cannot (its broker cut off, or down), and the reassignment stays
 # in flight, which the step says.
@@ -22,34 +25,34 @@ COMPLETE_WAIT = 10.0
 
 
 @action(Reassign)
-def reassign(run: Any, step: Reassign) -> tuple[dict[str, Any], float]:
-    """`run`: the schedule's runner (suites.explore.live.context.Live)."""
-    cluster = run.cluster
-    if not majority_up(cluster, run.voter_cuts):
+def reassign(live: Live, step: Reassign) -> tuple[dict[str, Any], float]:
+
+    cluster = live.cluster
+    if not majority_up(cluster, live.voter_cuts):
         raise Skip("the quorum has no leader")
-    view = run.view()
+    view = live.view()
 
     def running(b: int) -> str | None:
-        return None if run.alive(b) and run.registered(b) else run.describe(b)
+        return None if live.alive(b) and live.registered(b) else live.describe(b)
 
-    done = list(view.assignment) == run.reassigning and not run.adding
-    pending = None if done else run.reassigning
+    done = list(view.assignment) == live.reassigning and not live.adding
+    pending = None if done else live.reassigning
     target, chosen = roles.reassignment(step, view, running, pending)
     # Forwarded to the controller (KIP-590) by any broker that reaches it.
     via = next(
-        (b for b in sorted(cluster.brokers) if running(b) is None and run.linked(b, QUORUM)),
+        (b for b in sorted(cluster.brokers) if running(b) is None and live.linked(b, QUORUM)),
         None,
     )
     if via is None:
         raise Skip("no running broker reaches the quorum to forward the reassignment")
     if step.throttle:
-        reassignments.throttle(cluster, run.topic, 0, sorted({*view.assignment, *target}))
-    reassignments.reassign(cluster, run.node(via), run.topic, 0, list(view.assignment), target)
-    run.reassigning = target
+        reassignments.throttle(cluster, live.topic, 0, sorted({*view.assignment, *target}))
+    reassignments.reassign(cluster, live.node(via), live.topic, 0, list(view.assignment), target)
+    live.reassigning = target
     try:
-        reassignments.await_reassigned(cluster, run.topic, 0, target, timeout=COMPLETE_WAIT)
+        reassignments.await_reassigned(cluster, live.topic, 0, target, timeout=COMPLETE_WAIT)
         done = True
     except NotReached:
         done = False
-    run.view()  # the replica list as it stands now
+    live.view()  # the replica list as it stands now
     return {**chosen, "replicas": target, "in_flight": not done, "via": via}, 0.0

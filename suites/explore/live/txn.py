@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 from kazoo.exceptions import NoNodeError
@@ -52,7 +52,6 @@ from runrecord.steps.txn import TxnAbort, TxnCommit, TxnEnd, TxnWrite
 from suites.clients.api import TxnFailed
 from suites.clients.librdkafka import fenced
 from suites.explore.live.registry import action
-from suites.scenario import RunContext
 from suites.steps import check_landed
 from suites.transactional import TransactionalProducer
 
@@ -102,22 +101,6 @@ class HeldEnd:
     kind: str | None = None  # COMMIT or ABORT, once the client's retry ended the transaction
 
 
-class Runner(Protocol):
-    """What of a schedule's runner (`suites.explore.live.context`) the transactional steps use."""
-
-    ctx: RunContext
-    cluster: Cluster
-    topic: str
-    schedule: Schedule
-
-    def view(self) -> Any: ...
-    def alive(self, broker: Any) -> bool: ...
-    def registered(self, broker: int) -> bool: ...
-    def describe(self, broker: int) -> str: ...
-    def linked(self, a: Any, b: Any) -> bool: ...
-    def own_leader(self, b: int, partition: int = 0) -> int | None: ...
-
-
 class Transactional:
     """The schedule's transactional producer, made at its first write."""
 
@@ -141,7 +124,7 @@ class Transactional:
         self.late = False
         self.unknown: list[str] = []  # what the model cannot be told (comparison.compare)
 
-    def client(self, run: Runner) -> TransactionalProducer:
+    def client(self, live: Live) -> TransactionalProducer:
         if self.producer is None:
             conf = {
                 "linger.ms": 2000,  # every record of a step in one batch until flush()
@@ -149,35 +132,35 @@ class Transactional:
                 "request.timeout.ms": int(self.request_timeout * 1000),
                 "message.timeout.ms": int(self.timeout * 1000),
             }
-            if holds_end(run.schedule):
+            if holds_end(live.schedule):
                 conf["socket.timeout.ms"] = HELD_RETRY_MS
             try:
                 self.producer = TransactionalProducer(
-                    run.cluster, run.ctx.history, self.id, timeout_ms=TXN_TIMEOUT_MS, **conf
+                    live.cluster, live.ctx.history, self.id, timeout_ms=TXN_TIMEOUT_MS, **conf
                 )
             except TxnFailed as exc:
-                # Nothing reached the partition: the step did not run.
+                # Nothing reached the partition: the step did not live.
                 raise Skip(f"the coordinator did not initialise the producer ({exc})") from None
         return self.producer
 
-    def begin(self, run: Runner) -> TransactionalProducer:
+    def begin(self, live: Live) -> TransactionalProducer:
         """Begin a transaction. A producer the coordinator fenced (it aborted a transaction
         at its timeout and bumped the epoch) is made again, as an application would."""
-        producer = self.client(run)
+        producer = self.client(live)
         try:
             producer.begin()
         except KafkaException as exc:
-            producer = self.renew(run, str(exc))
+            producer = self.renew(live, str(exc))
             producer.begin()
         self.open, self.failed, self.began = True, False, time.time()
         return producer
 
-    def renew(self, run: Runner, why: str) -> TransactionalProducer:
+    def renew(self, live: Live, why: str) -> TransactionalProducer:
         """The producer made again; its transactions' labels go on where they were."""
-        run.ctx.timeline.record("note", "transactional-producer-renewed", error=why)
+        live.ctx.timeline.record("note", "transactional-producer-renewed", error=why)
         begun = self.producer.count if self.producer is not None else 0
         self.close()
-        producer = self.client(run)
+        producer = self.client(live)
         producer.count = begun
         return producer
 
@@ -188,15 +171,15 @@ class Transactional:
             self.producer = None
 
 
-def prepare(run: Runner, txn: Transactional) -> None:
+def prepare(live: Live, txn: Transactional) -> None:
     """Before the steps, for a schedule with transactional steps: the producer initialised
     while the cluster is whole, as an application does at its start. Its InitProducerId
     creates the coordinator's log, whose first ISR then holds every broker; made under a
     step's faults instead, it could wait on a follower cut off from the coordinator."""
-    if not uses_transactions(run.schedule) or not run.cluster.release.at_least(0, 11):
+    if not uses_transactions(live.schedule) or not live.cluster.release.at_least(0, 11):
         return
     try:
-        txn.client(run)
+        txn.client(live)
     except Skip as skip:
         raise NotReached("the transactional producer initialised", skip.observed) from None
 
@@ -216,39 +199,39 @@ def coordinator(cluster: Cluster) -> int | None:
     return None if state is None or state.leader is None or state.leader < 0 else state.leader
 
 
-def _coordinator(run: Runner, leader: int, *, markers: bool) -> int | None:
+def _coordinator(live: Live, leader: int, *, markers: bool) -> int | None:
     """Skip unless the coordinator (the leader of the one partition of its log) can answer:
     it runs, and every member of its log's ISR is up and linked to it (it logs each state
     change with acks=all, and a follower cut off stays in the ISR for
     replica.lag.time.max.ms meanwhile). With `markers`, it must also reach the partition's
     leader. Before the first transaction its log does not exist: the first FindCoordinator
     creates it. Returns the coordinator (None: no log yet)."""
-    state = coordinator_state(run.cluster)
+    state = coordinator_state(live.cluster)
     if state is None:
         return None
     c = state.leader
     if c is None or c < 0:
         raise Unserved(f"the transaction coordinator's log {TXN_STATE_TOPIC}-0 has no leader")
-    if not run.alive(c) or not run.registered(c):
-        raise Unserved(f"the transaction coordinator: {run.describe(c)}")
+    if not live.alive(c) or not live.registered(c):
+        raise Unserved(f"the transaction coordinator: {live.describe(c)}")
     for m in state.isr:
-        if m != c and not (run.alive(m) and run.linked(m, c)):
+        if m != c and not (live.alive(m) and live.linked(m, c)):
             raise Unserved(
                 f"the transaction coordinator, broker {c}, cannot log a change: broker {m} of "
                 f"its log's ISR {list(state.isr)} is paused or cut off from it"
             )
-    if markers and c != leader and not run.linked(c, leader):
+    if markers and c != leader and not live.linked(c, leader):
         raise Unserved(f"the transaction coordinator, broker {c}, is cut off from leader {leader}")
     return c
 
 
-def _markers_pending(run: Runner, partition: int) -> StableOffsets | None:
+def _markers_pending(live: Live, partition: int) -> StableOffsets | None:
     """The partition's offsets while its last stable offset stays below its high watermark
     (the last transaction's markers not all committed) for MARKERS_WAIT; None once it
     reaches it."""
     try:
         wait_until(
-            lambda: stable_offsets(run.cluster, run.topic, partition),
+            lambda: stable_offsets(live.cluster, live.topic, partition),
             lambda seen: not seen.stuck,
             what="the last transaction's markers",
             timeout=MARKERS_WAIT,
@@ -262,59 +245,59 @@ def _markers_pending(run: Runner, partition: int) -> StableOffsets | None:
     return None
 
 
-def _verifiable(run: Runner, c: int | None, leaders: dict[int, int], joined: set[int]) -> None:
+def _verifiable(live: Live, c: int | None, leaders: dict[int, int], joined: set[int]) -> None:
     """From 3.6 a leader verifies with the coordinator that the transaction holds the
     partition before it appends the transaction's first batch there (KIP-890 part 1,
     transaction.partition.verification.enable, on by default; AddPartitionsToTxn v4
     verifyOnly). A leader cut off from the coordinator appends nothing and the write times
     out (seen on 3.9.2): Unserved, as the model does not follow the verification. `c`: the
     coordinator (None: its log does not exist yet)."""
-    if c is None or not run.cluster.release.at_least(3, 6):
+    if c is None or not live.cluster.release.at_least(3, 6):
         return
     for p, b in sorted(leaders.items()):
-        if p not in joined and b != c and not run.linked(b, c):
+        if p not in joined and b != c and not live.linked(b, c):
             raise Unserved(
                 f"the leader of partition {p}, broker {b}, cannot reach the transaction "
                 f"coordinator, broker {c}, to verify the transaction (KIP-890 part 1)"
             )
 
 
-def write(run: Runner, txn: Transactional, step: TxnWrite) -> tuple[dict[str, Any], float]:
-    if not run.cluster.release.at_least(0, 11):
+def write(live: Live, txn: Transactional, step: TxnWrite) -> tuple[dict[str, Any], float]:
+    if not live.cluster.release.at_least(0, 11):
         raise Skip("transactions need Kafka 0.11 (KIP-98)")
     if txn.open and txn.failed:
         raise Skip(FAILED_TXN)
-    view = run.view()
-    leader = _writable_leader(run, view.leader, view.isr, 0)
+    view = live.view()
+    leader = _writable_leader(live, view.leader, view.isr, 0)
     leaders = {0: leader}
     for p in step.spans[1:]:
-        state = partition_state(run.cluster, run.topic, p)
-        leaders[p] = _writable_leader(run, state.leader, state.isr, p)
+        state = partition_state(live.cluster, live.topic, p)
+        leaders[p] = _writable_leader(live, state.leader, state.isr, p)
     if not txn.open:
         # The coordinator answers CONCURRENT_TRANSACTIONS to a new transaction until it
         # has marked every partition of the last one.
         for p in sorted({0} | txn.spans):
-            behind = _markers_pending(run, p)
+            behind = _markers_pending(live, p)
             if behind is not None:
                 why = f"the coordinator still writes the last transaction's markers ({behind})"
                 if p == 0:
                     raise Skip(f"{why}: CONCURRENT_TRANSACTIONS")
                 raise Unserved(f"{why}, on partition {p}: CONCURRENT_TRANSACTIONS")
-    c = _coordinator(run, leader, markers=False)
-    _verifiable(run, c, leaders, set() if not txn.open else txn.spans)
+    c = _coordinator(live, leader, markers=False)
+    _verifiable(live, c, leaders, set() if not txn.open else txn.spans)
 
     def send(producer: TransactionalProducer) -> list[Send]:
         tag = f"t{txn.written}"
         for p in leaders:
             where = f"@{p}" if p else ""  # the schedule's partition's values as they always were
             for i in range(step.count):
-                producer.send(run.topic, p, f"{tag}-{i}", f"{run.topic}-{tag}-{i}{where}")
+                producer.send(live.topic, p, f"{tag}-{i}", f"{live.topic}-{tag}-{i}{where}")
         # This step's sends, of its transaction's
         return producer.flush(txn.timeout + 10)[-step.count * len(leaders) :]
 
     try:
         began = not txn.open
-        producer = txn.begin(run) if began else txn.client(run)
+        producer = txn.begin(live) if began else txn.client(live)
         try:
             sends = send(producer)
         except KafkaException as exc:
@@ -325,8 +308,8 @@ def write(run: Runner, txn: Transactional, step: TxnWrite) -> tuple[dict[str, An
             # application makes its producer again and begins anew, as the model does once
             # told where the abort fell (comparison: timeout_aborts).
             txn.open, began = False, True
-            txn.renew(run, str(exc))
-            producer = txn.begin(run)
+            txn.renew(live, str(exc))
+            producer = txn.begin(live)
             sends = send(producer)
     except (KafkaException, LogforkError) as exc:  # the client's errors, TxnFailed among them
         if not txn.late:
@@ -349,11 +332,11 @@ def write(run: Runner, txn: Transactional, step: TxnWrite) -> tuple[dict[str, An
             unacknowledged.append(p)
         for send in part:
             send.broker = broker
-        check_landed(run.cluster, broker, [s for s in part if s.offset is not None])
-        run.ctx.timeline.record(
+        check_landed(live.cluster, broker, [s for s in part if s.offset is not None])
+        live.ctx.timeline.record(
             "note",
             "batch",
-            topic=run.topic,
+            topic=live.topic,
             partition=p,
             broker=broker,
             acks="all",
@@ -374,7 +357,7 @@ def write(run: Runner, txn: Transactional, step: TxnWrite) -> tuple[dict[str, An
     return {**targets, "transaction": producer.label}, waits
 
 
-def _writable_leader(run: Runner, leader: int | None, isr: Any, partition: int) -> int:
+def _writable_leader(live: Live, leader: int | None, isr: Any, partition: int) -> int:
     """The partition's leader, where it can take a transactional write: it runs, knows it
     leads, and has min.insync.replicas in its ISR. Skipped otherwise; for a background
     partition a write spans, which the model does not follow, the run tells it (Unserved)."""
@@ -382,15 +365,15 @@ def _writable_leader(run: Runner, leader: int | None, isr: Any, partition: int) 
     name = "the partition" if partition == 0 else f"partition {partition}"
     if leader is None or leader < 0:
         raise skip(f"{name} has no leader (offline)")
-    if not run.alive(leader):
-        raise skip(run.describe(leader))
-    seen = run.own_leader(leader, partition)
+    if not live.alive(leader):
+        raise skip(live.describe(leader))
+    seen = live.own_leader(leader, partition)
     if seen != leader:
         which = "" if partition == 0 else f" partition {partition}"
         raise skip(
             f"broker {leader} does not know it leads{which} (its metadata says leader {seen})"
         )
-    min_isr = run.schedule.cluster.topic_config.min_insync_replicas
+    min_isr = live.schedule.cluster.topic_config.min_insync_replicas
     if len(isr) < min_isr:
         whose = "" if partition == 0 else f"partition {partition}'s "
         raise skip(f"{whose}ISR {list(isr)} below min.insync.replicas={min_isr}")
@@ -398,7 +381,7 @@ def _writable_leader(run: Runner, leader: int | None, isr: Any, partition: int) 
 
 
 def end(
-    run: Runner, txn: Transactional, kind: str, held: bool | None = None
+    live: Live, txn: Transactional, kind: str, held: bool | None = None
 ) -> tuple[dict[str, Any], float]:
     """Commit or abort the open transaction. A commit the producer cannot make (one of its
     writes failed) becomes an abort, as the model has it. With `held`, its first EndTxn is
@@ -408,12 +391,12 @@ def end(
     why = held and cannot_hold_end(txn.held is not None)
     if why:
         raise Skip(why)
-    view = run.view()
+    view = live.view()
     if view.leader is not None:
-        _coordinator(run, view.leader, markers=True)
-    producer = txn.client(run)
+        _coordinator(live, view.leader, markers=True)
+    producer = txn.client(live)
     label, failed = producer.label, txn.failed
-    hold = _hold_end(run) if held else None
+    hold = _hold_end(live) if held else None
     outcome = producer.commit(END_TIMEOUT) if kind == COMMIT else producer.abort(END_TIMEOUT)
     marker = {COMMITTED: COMMIT, ABORTED: ABORT}.get(outcome)
     txn.open = False
@@ -435,16 +418,16 @@ def end(
         targets["held_bytes"] = _prove_held(hold)
         hold.kind = marker
         txn.held = hold
-    run.ctx.timeline.record("note", "transaction-ended", **targets)
+    live.ctx.timeline.record("note", "transaction-ended", **targets)
     return targets, 0.0
 
 
-def _hold_end(run: Runner) -> HeldEnd:
-    c = coordinator(run.cluster)
+def _hold_end(live: Live) -> HeldEnd:
+    c = coordinator(live.cluster)
     if c is None:
         raise Unserved("the transaction coordinator's log has no leader")
-    node = run.cluster.broker(c)
-    hold = filters.hold_first_client_request(run.cluster, node, filters.END_TXN, "EndTxn")
+    node = live.cluster.broker(c)
+    hold = filters.hold_first_client_request(live.cluster, node, filters.END_TXN, "EndTxn")
     return HeldEnd(hold, c, node.started_at())
 
 
@@ -464,7 +447,7 @@ def _prove_held(hold: HeldEnd) -> int:
     return held
 
 
-def release_held_end(run: Runner, txn: Transactional) -> dict[str, Any]:
+def release_held_end(live: Live, txn: Transactional) -> dict[str, Any]:
     """The heal of every cut: the held EndTxn, if any, delivered to the coordinator it was
     held at. Where that broker restarted, is paused or is no longer the coordinator, what
     the request does is not the model's to say (`Transactional.unknown`)."""
@@ -473,7 +456,7 @@ def release_held_end(run: Runner, txn: Transactional) -> dict[str, Any]:
         return {}
     held.filter.heal()
     node = held.filter.node
-    now = coordinator(run.cluster)
+    now = coordinator(live.cluster)
     if node.status() != "running":
         seen = f"broker {held.coordinator} {node.status()}"
     elif node.started_at() != held.incarnation:
@@ -488,7 +471,7 @@ def release_held_end(run: Runner, txn: Transactional) -> dict[str, Any]:
     return {"late_end": "unknown", "coordinator": held.coordinator}
 
 
-def client_reads(run: Runner, txn: Transactional) -> TxnReadCheck | None:
+def client_reads(live: Live, txn: Transactional) -> TxnReadCheck | None:
     """Once the transactions ended: what a read_committed and then a read_uncommitted
     consumer read of every partition a transaction wrote, each pass in the history
     (reads.jsonl), judged against the producer's (`checkers.txn_reads`: a transaction
@@ -499,16 +482,16 @@ def client_reads(run: Runner, txn: Transactional) -> TxnReadCheck | None:
     for level in (READ_COMMITTED, READ_UNCOMMITTED):
         for p in sorted(txn.touched):
             try:
-                passes.append(read_pass(run.cluster, run.topic, p, isolation=level))
+                passes.append(read_pass(live.cluster, live.topic, p, isolation=level))
             except (LogforkError, KafkaException) as exc:
-                raise NotReached(f"a {level} read of {run.topic}-{p}", exc) from None
-            run.ctx.history.add_read(passes[-1])
-    check = check_read_passes(run.ctx.history.sends, passes)
-    run.ctx.timeline.record("note", "client-reads", **check.to_dict())
+                raise NotReached(f"a {level} read of {live.topic}-{p}", exc) from None
+            live.ctx.history.add_read(passes[-1])
+    check = check_read_passes(live.ctx.history.sends, passes)
+    live.ctx.timeline.record("note", "client-reads", **check.to_dict())
     return check
 
 
-def await_transactions_ended(run: Runner, txn: Transactional) -> dict[int, StableOffsets]:
+def await_transactions_ended(live: Live, txn: Transactional) -> dict[int, StableOffsets]:
     """After the heal: the producer goes away, and the run waits until the last stable
     offset of every partition a transaction wrote reaches its high watermark, or until the
     coordinator has had the time to abort what is left open (its timeout and two abort
@@ -525,7 +508,7 @@ def await_transactions_ended(run: Runner, txn: Transactional) -> dict[int, Stabl
     partitions = sorted(txn.touched)
 
     def probe() -> tuple[float, dict[int, StableOffsets]]:
-        return time.time(), {p: stable_offsets(run.cluster, run.topic, p) for p in partitions}
+        return time.time(), {p: stable_offsets(live.cluster, live.topic, p) for p in partitions}
 
     _, offsets = wait_until(
         probe,
@@ -534,7 +517,7 @@ def await_transactions_ended(run: Runner, txn: Transactional) -> dict[int, Stabl
         timeout=max(deadline - time.time(), 0) + 60,
         describe=lambda seen: _offsets_text(seen[1]),
     )
-    run.ctx.timeline.record("note", "transactions-ended", offsets=_offsets_text(offsets))
+    live.ctx.timeline.record("note", "transactions-ended", offsets=_offsets_text(offsets))
     return offsets
 
 

@@ -25,9 +25,9 @@ from runrecord.outcome import Outcome
 from runrecord.schedule import load_schedule, write_schedule
 from suites import cli
 from suites.explore import explore_cli
-from suites.explore.bench import cluster_spec, shape_key
 from suites.explore.drawing.generate import DrawOptions, draw_many, explore_shape
-from suites.explore.explore import (
+from suites.explore.engine.bench import cluster_spec, shape_key
+from suites.explore.engine.explorer import (
     ExploreOptions,
     Explorer,
     progress_line,

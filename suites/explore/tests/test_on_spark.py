@@ -17,10 +17,10 @@ from runrecord.explore import SHARD_LOST, ExploreRecord, ShardPlan
 from runrecord.schedule import load_schedule, parse_schedule
 from runrecord.typed import dumps_record, read_json
 from suites import cli
-from suites.explore import on_spark
 from suites.explore.drawing.guide import Candidate
-from suites.explore.explore import ExploreOptions, Explorer, summary_lines
-from suites.explore.shard import candidates_of
+from suites.explore.engine import spark as on_spark
+from suites.explore.engine.explorer import ExploreOptions, Explorer, summary_lines
+from suites.explore.engine.shard import candidates_of
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "schedules" / "kip-279-s1-equal.json"
 

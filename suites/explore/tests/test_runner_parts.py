@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from checkers.schedules.comparison import compare
 from checkers.simulate import simulate
 from runrecord.replay import (
     AGREED,
@@ -17,8 +18,7 @@ from runrecord.replay import (
     StepResult,
 )
 from runrecord.schedule import load_schedule, loads
-from suites.explore.comparison import compare
-from suites.explore.evidence import HOLE, _sparse_copy, _wanted
+from suites.explore.engine.evidence import HOLE, _sparse_copy, _wanted
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "schedules" / "kip-279-s1-equal.json"
 

@@ -41,12 +41,12 @@ from runrecord.replay import AGREED, AGREED_GIVEN, CANNOT_PREDICT, DISAGREED, DI
 from runrecord.schedule import Schedule, write_schedule
 from runrecord.schedule_cluster import ELR_FEATURE
 from runrecord.typed import write_json
-from suites.explore.bench import Bench
 from suites.explore.drawing.generate import DrawOptions, draw, explore_shape
 from suites.explore.drawing.guide import Candidate, evaluate, plan
 from suites.explore.drawing.shrink import ShrinkResult, shrink, simulated_runner
-from suites.explore.runner import ScheduleRun, run_schedule
-from suites.explore.threads import run_threads
+from suites.explore.engine.bench import Bench
+from suites.explore.engine.schedule_run import ScheduleRun, run_schedule
+from suites.explore.engine.threads import run_threads
 
 Say = Callable[[str], None]
 Failing = tuple[ScheduleEntry, Schedule]

@@ -1,6 +1,6 @@
 """One shard of `logfork explore --spark-master`, a process of its own on a Spark worker:
 
-    python -m suites.explore.shard WORK
+    python -m suites.explore.engine.shard WORK
 
 WORK/plan.json (`runrecord.explore.ShardPlan`) holds the run's settings and this shard's
 candidates, each with the number the whole run gave it. They run as `logfork explore` runs
@@ -35,9 +35,9 @@ from fixtures.releases import resolve
 from runrecord.explore import ExploreRecord, ShardPlan
 from runrecord.schedule import parse_schedule
 from runrecord.typed import read_json
-from suites.explore.clusters import cluster_count, open_benches
 from suites.explore.drawing.guide import Candidate
-from suites.explore.explore import ExploreOptions, Explorer, draw_options
+from suites.explore.engine.clusters import cluster_count, open_benches
+from suites.explore.engine.explorer import ExploreOptions, Explorer, draw_options
 
 
 def options_of(plan: ShardPlan, out: Path) -> ExploreOptions:
@@ -126,7 +126,7 @@ def _lifeline(orphaned: threading.Event) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m suites.explore.shard WORK", file=sys.stderr)
+        print("usage: python -m suites.explore.engine.shard WORK", file=sys.stderr)
         return 2
     work = Path(argv[0])
     orphaned = threading.Event()

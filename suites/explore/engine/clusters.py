@@ -10,9 +10,9 @@ from pathlib import Path
 
 from fixtures.capacity import default_parallel
 from runrecord.power import CUT
-from suites.explore.bench import Bench
 from suites.explore.drawing.generate import DrawOptions
-from suites.explore.explore import ExploreOptions
+from suites.explore.engine.bench import Bench
+from suites.explore.engine.explorer import ExploreOptions
 
 
 def cluster_count(

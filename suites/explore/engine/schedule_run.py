@@ -1,13 +1,13 @@
 """One schedule on real brokers: what `logfork replay` runs once and `logfork explore` runs
 for every candidate and every shrinking step.
 
-On a cluster of the schedule's shape (suites.explore.bench, reused across schedules), a
+On a cluster of the schedule's shape (suites.explore.engine.bench, reused across schedules), a
 fresh topic with two partitions on the schedule's replicas: partition 0 holds exactly the
 produce steps' batches, so that the protocol model's offsets are the brokers'; partition 1
 takes the background workload (numbered acks=all and acks=1 writes). The steps run
 (suites.explore.live.context); then everything is healed, the cluster converges, the topic's
 evidence is copied into the schedule's run directory, and the invariants are judged
-(suites.explore.judge) from the disk audit and the history checker, beside the model's
+(checkers.schedules.judge) from the disk audit and the history checker, beside the model's
 prediction for the same partition. The run directory is a scenario's: the same report
 renders it.
 """
@@ -24,6 +24,14 @@ from typing import Any
 
 from basics.errors import NotReached, SetupError
 from basics.releases import Release
+from checkers.schedules.comparison import compare
+from checkers.schedules.judge import (
+    BACKGROUND_PARTITION,
+    SCHEDULE_PARTITION,
+    judge,
+    observed_symptom,
+    schedule_outcome,
+)
 from checkers.simulate import Prediction, Simulator, simulate
 from checkers.txn_reads import TxnReadCheck
 from fixtures.waiting import NOT_REACHED, not_reached_summary
@@ -55,18 +63,11 @@ from suites.broker_logs import (
     stuck_follower,
 )
 from suites.convergence import converge
-from suites.explore.bench import Bench, needs_disks
-from suites.explore.comparison import compare
-from suites.explore.evidence import copy_evidence
-from suites.explore.fetch_loop import fetch_loops
-from suites.explore.judge import (
-    BACKGROUND_PARTITION,
-    SCHEDULE_PARTITION,
-    judge,
-    observed_symptom,
-    schedule_outcome,
-)
-from suites.explore.left_behind import left_behind
+from suites.explore.engine.bench import Bench, needs_disks
+from suites.explore.engine.evidence import copy_evidence
+from suites.explore.engine.fetch_loop import fetch_loops
+from suites.explore.engine.left_behind import left_behind
+from suites.explore.engine.observed import observe
 from suites.explore.live import (
     families,  # noqa: F401 - every kind's live action registered
     txn,
@@ -74,7 +75,6 @@ from suites.explore.live import (
 )
 from suites.explore.live.context import Live
 from suites.explore.live.heal import heal_all
-from suites.explore.observed import observe
 from suites.scenario import RunContext, ScenarioError
 from suites.steps import write_batch
 from suites.workload import Background, History

@@ -9,6 +9,17 @@ from basics.protocol import RecoveryState
 from basics.releases import Release
 from checkers.abstract import from_spec
 from checkers.lineage import Lineage
+from checkers.schedules.invariants import leader_lacks_its_epoch
+from checkers.schedules.judge import (
+    Observed,
+    StateSeen,
+    elr_on,
+    judge,
+    loss_rule,
+    observed_symptom,
+    recovering,
+    unclean_elections,
+)
 from runrecord.outcome import (
     ABORTED_READ,
     LOST_MARKER,
@@ -38,17 +49,6 @@ from runrecord.replay import (
     placement,
 )
 from suites.broker_logs import same_offset_resets, skipped_markers, timeout_rollbacks
-from suites.explore.invariants import leader_lacks_its_epoch
-from suites.explore.judge import (
-    Observed,
-    StateSeen,
-    elr_on,
-    judge,
-    loss_rule,
-    observed_symptom,
-    recovering,
-    unclean_elections,
-)
 
 ZK = {"release": Release("1.1.1"), "mode": "zk"}
 KRAFT_39 = {"release": Release("3.9.2"), "mode": "kraft"}
@@ -273,7 +273,7 @@ def test_metadata_and_epoch_invariants_come_before_the_partition_audit() -> None
 
 def test_epoch_regressions_on_a_replica() -> None:
     from checkers.abstract import from_spec
-    from suites.explore.invariants import epoch_regressions
+    from checkers.schedules.invariants import epoch_regressions
 
     fine = from_spec(1, [(0, 4, 0, "a"), (5, 9, 2, "b")])
     back = from_spec(2, [(0, 4, 0, "a"), (5, 9, 3, "c"), (10, 12, 1, "d")])

@@ -14,11 +14,11 @@ import dataclasses
 from typing import Any
 
 from basics.protocol import Protocol
+from checkers.schedules.judge import SCHEDULE_PARTITION
 from checkers.simulate import Prediction, SimOptions, checkpoint_variants, simulate
 from runrecord.power import CUT, PowerCut
 from runrecord.replay import DONE, Comparison, Judgement, StepResult, placement
 from runrecord.schedule import Schedule
-from suites.explore.judge import SCHEDULE_PARTITION
 
 
 def compare(

@@ -4,7 +4,7 @@ whose workers each have a Docker engine.
 - The driver ranks the candidates as `logfork explore` does and deals them out in ranked
   order, one shard per task: schedule n (numbered as the whole run ranked it) goes to shard
   (n - 1) mod shards.
-- Each shard is a Spark job of one task. The task starts `suites.explore.shard` as a
+- Each shard is a Spark job of one task. The task starts `suites.explore.engine.shard` as a
   process of its own, which runs the shard on its worker's own clusters, then copies the
   shard's directory (its clusters' dirs aside) to the store, `--store` (any URI the audit
   takes: `file://` on a mount every machine shares, `s3://`).
@@ -54,11 +54,11 @@ from runrecord.explore import (
 )
 from runrecord.schedule import load_schedule, to_dict, write_schedule
 from runrecord.typed import RunRecordError, dumps_record, read_json
-from suites.explore import shard as shard_process
 from suites.explore.drawing.generate import DrawOptions
 from suites.explore.drawing.guide import Candidate
-from suites.explore.explore import Explorer, progress_line
-from suites.explore.threads import run_threads
+from suites.explore.engine import shard as shard_process
+from suites.explore.engine.explorer import Explorer, progress_line
+from suites.explore.engine.threads import run_threads
 
 # No retry and no speculative copy of a task (see the module's docstring).
 NO_RETRIES = {"spark.task.maxFailures": "1", "spark.speculation": "false"}
@@ -142,7 +142,7 @@ def _run_shard(index: int, plan_json: str, store: str, context: Any) -> dict[str
         out, log = work / shard_process.OUT, work / "shard.log"
         (work / shard_process.PLAN).write_text(plan_json)
         row["out"] = str(out)
-        argv = [sys.executable, "-m", "suites.explore.shard", str(work)]
+        argv = [sys.executable, "-m", "suites.explore.engine.shard", str(work)]
         with open(log, "wb") as sink:
             # stdin is the shard's lifeline (suites/explore/shard.py): kept open until it
             # ends, closed by the kernel if this worker is killed.

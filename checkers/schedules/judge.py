@@ -141,10 +141,10 @@ class Observed:
     # the fail-dir step saw, in words).
     recreated: list[str] = field(default_factory=list)
     # Followers that kept resetting their fetch to the offset they stood at once the
-    # replicas converged: broker -> its log line (suites.explore.fetch_loop).
+    # replicas converged: broker -> its log line (suites.explore.engine.fetch_loop).
     fetch_loops: dict[int, str] = field(default_factory=dict)
     # Brokers a reassignment removed that still hold the replica under its own name after
-    # the heal: broker -> its path (suites.explore.left_behind).
+    # the heal: broker -> its path (suites.explore.engine.left_behind).
     left_behind: dict[int, str] = field(default_factory=dict)
     # A leader epoch cache that lost an epoch: one a log-dir swap dropped (seen at the
     # move-dir step), or the leader's lacking the epoch it leads in (after the heal).

@@ -1,5 +1,5 @@
 """Invariants of a schedule's run read from its evidence beyond the per-partition audit:
-the KRaft metadata log's copies, and each replica's leader epochs (suites.explore.judge
+the KRaft metadata log's copies, and each replica's leader epochs (checkers.schedules.judge
 says what a violation of each amounts to)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a schedule's run observed of each partition once everything was healed, as the
-judge (suites.explore.judge) reads it: convergence, the audit of the copied logs (its
+judge (checkers.schedules.judge) reads it: convergence, the audit of the copied logs (its
 transaction findings too), acknowledged acks=all writes missing from the leader's log, what
 power losses dropped, the KRaft metadata log's checks, and what clients see of each
 partition a transaction wrote once its transactions had time to end."""
@@ -11,18 +11,18 @@ from typing import Any
 
 from checkers.audit.local import execute
 from checkers.audit.plan import plan_audit
+from checkers.schedules.invariants import (
+    epoch_regressions,
+    leader_lacks_its_epoch,
+    metadata_divergence,
+)
+from checkers.schedules.judge import SCHEDULE_PARTITION, Observed, StateSeen
 from checkers.transactions import TransactionFindings
 from checkers.txn_reads import LOST_WRITE, TxnReadCheck
 from observe import kraft
 from observe.stable import StableOffsets
 from reports.judge import history as check_sends
 from runrecord.history import DURABLE_ACKS
-from suites.explore.invariants import (
-    epoch_regressions,
-    leader_lacks_its_epoch,
-    metadata_divergence,
-)
-from suites.explore.judge import SCHEDULE_PARTITION, Observed, StateSeen
 from suites.explore.live import txn
 from suites.explore.live.context import Live
 from suites.scenario import RunContext
