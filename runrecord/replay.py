@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runrecord import outcome
+from runrecord.power import PowerCut
 
 DONE, SKIPPED, REJECTED = "done", "skipped", "rejected"
 
@@ -76,6 +77,29 @@ def placement(index: int, steps: int) -> str:
     if index < steps:
         return f"before step {index}"
     return "after the last step" if index == steps else "in the heal"
+
+
+@dataclass
+class RunHistory:
+    """What a schedule's steps did on real brokers, and what the run saw that the model
+    cannot decide for itself: the one value a run builds (suites.explore.live.context.Live
+    fills it as the steps run) and the model comparison takes (checkers.schedules.comparison),
+    as Jepsen's checkers take a history."""
+
+    steps: list[StepResult] = field(default_factory=list)  # each as it ran, in order
+    power_cuts: list[PowerCut] = field(default_factory=list)  # what each power loss dropped
+    # (step, broker): where a controller election went (ZooKeeper mode: a race)
+    controller_after: list[tuple[int, int]] = field(default_factory=list)
+    coordinator_at: list[tuple[int, int]] = field(default_factory=list)  # (step, coordinator)
+    # (step, broker, offset): the high watermark checkpoint each crash left on the disk
+    hw_checkpoints: list[tuple[int, int, int]] = field(default_factory=list)
+    # What the run saw that the model cannot follow (a filler that went elsewhere than its
+    # batch, a held EndTxn released to another coordinator), in words.
+    unknown: list[str] = field(default_factory=list)
+    # Where among the steps the coordinator logged aborting a transaction at its timeout
+    # (runrecord.replay.placed_before), and which of those fell inside the step before.
+    timeout_aborts: list[int] = field(default_factory=list)
+    timeout_aborts_within: list[int] = field(default_factory=list)
 
 
 @dataclass

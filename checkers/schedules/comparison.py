@@ -16,42 +16,44 @@ from typing import Any
 from basics.protocol import Protocol
 from checkers.schedules.judge import SCHEDULE_PARTITION
 from checkers.simulate import Prediction, SimOptions, checkpoint_variants, simulate
-from runrecord.power import CUT, PowerCut
-from runrecord.replay import DONE, Comparison, Judgement, StepResult, placement
+from runrecord.power import CUT
+from runrecord.replay import DONE, Comparison, Judgement, RunHistory, StepResult, placement
 from runrecord.schedule import Schedule
 
 
 def compare(
     prediction: Prediction,
     judgement: Judgement,
-    model: list[Any],
-    real: list[StepResult],
+    history: RunHistory,
     schedule: Schedule | None = None,
-    controller_after: tuple[tuple[int, int], ...] = (),
-    power_cuts: tuple[PowerCut, ...] = (),
-    coordinator_at: tuple[tuple[int, int], ...] = (),
-    unknown: tuple[str, ...] = (),
     *,
-    timeout_aborts: tuple[int, ...] = (),
-    timeout_aborts_within: tuple[int, ...] = (),
-    hw_checkpoints: tuple[tuple[int, int, int], ...] = (),
+    model: list[Any] | None = None,
 ) -> Comparison:
-    """The model's failure kind for the schedule's partition beside the brokers'. The run
-    tells the model what it decided that the model cannot: which broker won a controller
-    election (`controller_after`, as seen on the brokers), and the high watermark
-    checkpoint each crash left on disk (`hw_checkpoints`: step, broker, offset), which the
-    model predicts again with. With the schedule, a disagreement is then looked up among
-    the outcomes where a crash the run could not read came after a checkpoint its steps
-    outran: the model agrees given that variant (`agreed_if`), counted apart from
-    agreement. What a power loss under a filesystem model kept is the brokers' fsyncs' to
-    decide: the run tells the model (`power_cuts`), which predicts again with it, or says
-    it cannot predict when a file it does not follow was rolled back. Steps the transaction
-    coordinator could not serve (`StepResult.unserved`), and the coordinator a step naming
-    it found (`coordinator_at`), are told alike. `unknown`: what the run saw that the model
-    cannot follow (a held EndTxn whose coordinator had changed when it was released).
+    """The model's failure kind for the schedule's partition beside the brokers', given the
+    run's history (`model`: the model's steps, by default the prediction's). The run tells
+    the model what it decided that the model cannot: which broker won a controller election
+    (`controller_after`, as seen on the brokers), and the high watermark checkpoint each
+    crash left on disk (`hw_checkpoints`: step, broker, offset), which the model predicts
+    again with. With the schedule, a disagreement is then looked up among the outcomes where
+    a crash the run could not read came after a checkpoint its steps outran: the model
+    agrees given that variant (`agreed_if`), counted apart from agreement. What a power loss
+    under a filesystem model kept is the brokers' fsyncs' to decide: the run tells the model
+    (`power_cuts`), which predicts again with it, or says it cannot predict when a file it
+    does not follow was rolled back. Steps the transaction coordinator could not serve
+    (`StepResult.unserved`), and the coordinator a step naming it found (`coordinator_at`),
+    are told alike. `unknown`: what the run saw that the model cannot follow.
     `timeout_aborts`: where among the steps the coordinator logged aborting a transaction
     at its timeout (`SimOptions.timeout_aborts`), which the steps' durations cannot place;
     `timeout_aborts_within`: those that fell inside the step before."""
+    model = prediction.steps if model is None else model
+    real = history.steps
+    controller_after = tuple(history.controller_after)
+    power_cuts = tuple(history.power_cuts)
+    coordinator_at = tuple(history.coordinator_at)
+    unknown = tuple(history.unknown)
+    timeout_aborts = tuple(history.timeout_aborts)
+    timeout_aborts_within = tuple(history.timeout_aborts_within)
+    hw_checkpoints = tuple(history.hw_checkpoints)
     actual = judgement.partitions.get(SCHEDULE_PARTITION)
     # A finding the model does not follow is set aside: the model answers for the rest.
     beside = judgement.modelled.get(SCHEDULE_PARTITION, actual)

@@ -7,6 +7,7 @@ partition a transaction wrote once its transactions had time to end."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.audit.local import execute
@@ -21,35 +22,47 @@ from checkers.transactions import TransactionFindings
 from checkers.txn_reads import LOST_WRITE, TxnReadCheck
 from observe import kraft
 from observe.stable import StableOffsets
+from observe.state import PartitionState
 from reports.judge import history as check_sends
 from runrecord.history import DURABLE_ACKS
+from suites.convergence import Convergence
 from suites.explore.live import txn
 from suites.explore.live.context import Live
 from suites.scenario import RunContext
 
 
-def observe(
-    ctx: RunContext,
-    topic: str,
-    convergence: Any,
-    states: dict[int, list[Any]],
-    live: Live,
-    stable: Mapping[int, StableOffsets] | None = None,
-    now_ms: int | None = None,
-    loops: dict[int, dict[int, str]] | None = None,
-    strays: dict[int, str] | None = None,
-    reads: TxnReadCheck | None = None,
-    skipped: Mapping[int, str] | None = None,
-) -> dict[int, Observed]:
+@dataclass
+class Healed:
+    """What the brokers showed of a schedule's topic once everything was healed: the rest of
+    the run's history (the steps' part is `Live.history`)."""
+
+    convergence: Convergence
+    states: dict[int, list[PartitionState]]  # partition -> every state recorded, in order
+    # each partition transactions wrote: its offsets once every transaction had time to end
+    stable: Mapping[int, StableOffsets] = field(default_factory=dict)
+    now_ms: int | None = None  # when its transactions were judged (their age is from it)
+    loops: dict[int, dict[int, str]] = field(default_factory=dict)  # p -> broker -> its line
+    strays: dict[int, str] = field(default_factory=dict)  # broker -> a copy left current
+    reads: TxnReadCheck | None = None  # what consumers read of the partitions transactions wrote
+    skipped: Mapping[int, str] = field(default_factory=dict)  # p -> a coordinator's log line
+
+
+def observe(ctx: RunContext, topic: str, live: Live, healed: Healed) -> dict[int, Observed]:
     """Each partition as the judge reads it: convergence, the audit of the copied logs,
     acknowledged acks=all writes missing from its leader's log, power losses' drops, and
     the transactions open on disk past their timeout beside what clients see of the
-    partitions transactions wrote (`stable`: their offsets once every transaction had time
-    to end), and
-    the followers still looping on OffsetOutOfRange once converged (`loops`, by partition),
-    and the copies of the schedule's partition a reassignment left current (`strays`), and
-    what consumers read of the partitions transactions wrote (`reads`), and the partitions
-    whose marker a coordinator logged skipping (`skipped`: its log line)."""
+    partitions transactions wrote (`stable`), the followers still looping on
+    OffsetOutOfRange once converged (`loops`), the copies of the schedule's partition a
+    reassignment left current (`strays`), what consumers read (`reads`), and the
+    partitions whose marker a coordinator logged skipping (`skipped`)."""
+    convergence, states, stable = healed.convergence, healed.states, healed.stable
+    now_ms, loops, strays, reads, skipped = (
+        healed.now_ms,
+        healed.loops,
+        healed.strays,
+        healed.reads,
+        healed.skipped,
+    )
     release = ctx.cluster.release
     partitions = live.schedule.cluster.partitions
     sends = {p: [s for s in ctx.history.sends if s.partition == p] for p in partitions}
@@ -121,7 +134,7 @@ def observe(
             durable_lost=lost,
             dropped=[
                 (after, before)
-                for cut in live.power_cuts
+                for cut in live.history.power_cuts
                 for q, (before, after) in cut.ends.items()
                 if q == p and after < before
             ],

@@ -67,7 +67,7 @@ from suites.explore.engine.bench import Bench, needs_disks
 from suites.explore.engine.evidence import copy_evidence
 from suites.explore.engine.fetch_loop import fetch_loops
 from suites.explore.engine.left_behind import left_behind
-from suites.explore.engine.observed import observe
+from suites.explore.engine.observed import Healed, observe
 from suites.explore.live import (
     families,  # noqa: F401 - every kind's live action registered
     txn,
@@ -312,6 +312,7 @@ def _body(
     recorders = [StateRecorder(cluster, topic, p, writer).start() for p in shape.partitions]
     background = Background(cluster, ctx.history, topic, partitions=shape.partitions[1:]).start()
     live = Live(ctx, schedule, topic, Simulator(shape, prediction.followed), marks)
+    result.steps = live.history.steps  # the run's history, as the steps fill it
     stable: dict[int, StableOffsets] = {}  # each partition transactions wrote, once they ended
     reads: TxnReadCheck | None = None  # what consumers read of it then
     loops: dict[int, dict[int, str]] = {}  # partition -> broker -> a fetch loop it logs
@@ -319,7 +320,7 @@ def _body(
     try:
         txn.prepare(live, live.txn)
         for i, step in enumerate(schedule.steps):
-            result.steps.append(live.apply(i, step))
+            live.apply(i, step)
         timeline.phase("heal")
         # Before 2.3 a follower that logs a stuck mark after this point stays stuck: its
         # fetcher thread died, and no broker that is up is restarted again (the heal only
@@ -371,19 +372,9 @@ def _body(
     logs = broker_lines(cluster, marks) if stable or transactional else {}
     skipped = markers_skipped(logs, topic) if stable else {}
     rollbacks = rolled_back_at_timeout(logs, live.txn.id) if transactional else []
-    observed = observe(
-        ctx,
-        topic,
-        convergence,
-        states,
-        live,
-        stable,
-        result.txns_judged_ms,
-        loops,
-        strays,
-        reads,
-        skipped,
-    )
+    healed = Healed(convergence, states, stable, result.txns_judged_ms, loops, strays, reads,
+                    skipped)  # fmt: skip
+    observed = observe(ctx, topic, live, healed)
     shape_topic = shape.topic_config
     judgement = judge(
         observed,
@@ -392,21 +383,12 @@ def _body(
         unclean_enabled=shape_topic.unclean_leader_election_enable,
         exited=live.exited,
     )
-    aborts = [(placed_before(t, result.steps), inside_a_step(t, result.steps)) for t in rollbacks]
-    comparison = compare(
-        prediction,
-        judgement,
-        prediction.steps,
-        result.steps,
-        schedule,
-        tuple(live.controllers),
-        tuple(live.power_cuts),
-        tuple(live.coordinators),
-        (*live.unknown, *live.txn.unknown),
-        timeout_aborts=tuple(at for at, _ in aborts),
-        timeout_aborts_within=tuple(at for at, within in aborts if within),
-        hw_checkpoints=tuple(live.hw_checkpoints),
-    )
+    history = live.history
+    for t in rollbacks:  # where the coordinator's aborts at the timeout fell among the steps
+        history.timeout_aborts.append(placed_before(t, history.steps))
+        if inside_a_step(t, history.steps):
+            history.timeout_aborts_within.append(history.timeout_aborts[-1])
+    comparison = compare(prediction, judgement, history, schedule)
     result.judgement, result.comparison = judgement, comparison
     verdict = result.verdict
     expected = expected_symptom(schedule.expect, cluster.release.parts, cluster.mode)
@@ -442,10 +424,10 @@ def _body(
             "judgement": to_json(judgement),
             "comparison": to_json(comparison),
             "convergence": convergence.to_dict(),
-            "power_losses": [to_json(c) for c in live.power_cuts],
-            "controller_after": [list(c) for c in live.controllers],  # (step, broker)
+            "power_losses": [to_json(c) for c in live.history.power_cuts],
+            "controller_after": [list(c) for c in live.history.controller_after],  # (step, broker)
             # (step, broker, offset): the high watermark checkpoint on disk after each crash
-            "hw_checkpoints": [list(c) for c in live.hw_checkpoints],
+            "hw_checkpoints": [list(c) for c in live.history.hw_checkpoints],
             "agreement": comparison.category,
         }
     )

@@ -31,8 +31,7 @@ from fixtures.waiting import WaitTimeout, wait_until
 from observe.controller import active_controller
 from observe.state import PartitionState, partition_state
 from runrecord.events import EventKind
-from runrecord.power import PowerCut
-from runrecord.replay import DONE, REJECTED, SKIPPED, StepResult
+from runrecord.replay import DONE, REJECTED, SKIPPED, RunHistory, StepResult
 from runrecord.schedule import Schedule
 from runrecord.schedule_roles import Rejected, Skip, Unserved, View
 from runrecord.steps.base import QUORUM, Step, names_coordinator
@@ -119,21 +118,16 @@ class Live:
         self.reassigning = list(schedule.cluster.replicas)
         self.adding: list[int] = []  # the replicas a reassignment in flight adds
         self.links: list[Link] = []
-        self.power_cuts: list[PowerCut] = []
-        self.results: list[StepResult] = []
+        # What the steps did and what the run saw that the model cannot decide for itself,
+        # filled as the steps run: the comparison's input.
+        self.history = RunHistory()
         self.exited: dict[int, str] = {}  # brokers that did not come back after the heal
-        self.controllers: list[tuple[int, int]] = []  # (step, broker): the controller moved
-        self.coordinators: list[tuple[int, int]] = []  # (step, broker): the coordinator seen
-        # (step, broker, offset): the high watermark checkpoint each crash (SIGKILL, power
-        # loss) left on the broker's disk, read before it started again.
-        self.hw_checkpoints: list[tuple[int, int, int]] = []
         self._coordinator: int | None = None  # the coordinator for the step running
         self.voter_cuts: dict[str, network.LinkCut] = {}  # KRaft voters cut off from the others
         self.holds = Holds(self.cluster)  # brokers whose AlterPartition requests are held
-        self.txn = txn.Transactional(topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT)
-        # What the model cannot be told besides the transactions' (comparison.compare): a
-        # filler that went elsewhere than its batch (produce_step).
-        self.unknown: list[str] = []
+        self.txn = txn.Transactional(
+            topic, REQUEST_TIMEOUT + 5, REQUEST_TIMEOUT, unknown=self.history.unknown
+        )
         self._registered: set[int] = set()
         # Brokers whose log dir holding the partition failed (fail-dir): stopped, for the
         # schedule, until a restart brings the disk back.
@@ -240,7 +234,7 @@ class Live:
             result.settling = time.monotonic() - settling
         result.seconds = time.monotonic() - started
         result.lead = took_effect(self.ctx.timeline.events[recorded:], started)
-        self.results.append(result)
+        self.history.steps.append(result)
         self.ctx.timeline.record(
             EventKind.STEP,
             step.KIND,
@@ -272,9 +266,9 @@ class Live:
     def _tell_coordinator(self, index: int, coordinator: int | None) -> None:
         if coordinator is None:
             return
-        self.coordinators.append((index, coordinator))
+        self.history.coordinator_at.append((index, coordinator))
         if self.sim is not None:
-            told = tuple(self.coordinators)
+            told = tuple(self.history.coordinator_at)
             self.sim.options = dataclasses.replace(self.sim.options, coordinator_at=told)
 
     def note_hw_checkpoint(self, b: int) -> None:
@@ -284,9 +278,9 @@ class Live:
         offset = checkpointed_hw(self.node(b).log_dirs, self.topic)
         if offset is None:
             return
-        self.hw_checkpoints.append((len(self.results), b, offset))
+        self.history.hw_checkpoints.append((len(self.history.steps), b, offset))
         if self.sim is not None:
-            told = tuple(self.hw_checkpoints)
+            told = tuple(self.history.hw_checkpoints)
             self.sim.options = dataclasses.replace(self.sim.options, hw_checkpoint_at=told)
 
     def _follow_controller(self, index: int) -> None:
@@ -297,12 +291,12 @@ class Live:
             return
         self._registered = self.cluster.registered_brokers()
         now = self.controller()
-        last = self.controllers[-1][1] if self.controllers else self.schedule.cluster.controller
+        moved = self.history.controller_after
+        last = moved[-1][1] if moved else self.schedule.cluster.controller
         if now is None or now == last:
             return
-        self.controllers.append((index, now))
-        options = dataclasses.replace(self.sim.options, controller_after=tuple(self.controllers))
-        self.sim.options = options
+        moved.append((index, now))
+        self.sim.options = dataclasses.replace(self.sim.options, controller_after=tuple(moved))
 
     def own_leader(self, b: int, partition: int = 0) -> int | None:
         """The leader broker `b` names in its own metadata for the partition, once it names

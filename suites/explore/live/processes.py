@@ -95,13 +95,13 @@ def resume(live: Live, step: Resume) -> tuple[dict[str, Any], float]:
 @action(PowerLoss)
 def power_loss(live: Live, step: PowerLoss) -> tuple[dict[str, Any], float]:
     b = roles.pick(step.target, live.view(), live.running, "cut the power of")
-    cut = PowerCut(len(live.results), b)
+    cut = PowerCut(len(live.history.steps), b)
 
     def kill() -> None:
         cut_power(live.cluster, live.node(b), step, live.topic, cut)
 
     waits = live.crash(b, kill)
-    live.power_cuts.append(cut)
+    live.history.power_cuts.append(cut)
     live.note_hw_checkpoint(b)  # what survived the loss, as the broker will read it
     lost = {p: after - before for p, (before, after) in cut.ends.items() if after != before}
     return {"broker": b, "lost": {str(p): -n for p, n in lost.items()}}, waits

@@ -104,7 +104,14 @@ class HeldEnd:
 class Transactional:
     """The schedule's transactional producer, made at its first write."""
 
-    def __init__(self, topic: str, timeout: float, request_timeout: float) -> None:
+    def __init__(
+        self,
+        topic: str,
+        timeout: float,
+        request_timeout: float,
+        *,
+        unknown: list[str] | None = None,
+    ) -> None:
         self.id = f"logfork-{topic}"
         self.timeout = timeout  # a write's, acknowledged or failed
         self.request_timeout = request_timeout
@@ -122,7 +129,8 @@ class Transactional:
         # A held EndTxn was delivered while the client had a transaction open: the
         # coordinator ended it, and the client's next end may be refused.
         self.late = False
-        self.unknown: list[str] = []  # what the model cannot be told (comparison.compare)
+        # What the model cannot be told (comparison.compare): the run's history's, shared.
+        self.unknown: list[str] = [] if unknown is None else unknown
 
     def client(self, live: Live) -> TransactionalProducer:
         if self.producer is None:

@@ -89,7 +89,7 @@ def produce(live: Live, step: Produce) -> tuple[dict[str, Any], float]:
     )
     if filler and filler["filler_leader"] != b:
         # The model puts the filler on the batch's leader (checkers.simulate.slow_links).
-        live.unknown.append(
+        live.history.unknown.append(
             f"the filler of the write to broker {b} went to broker {filler['filler_leader']}"
         )
     waits = REQUEST_TIMEOUT if step.acks == "all" and not acknowledged else 0.0

@@ -15,6 +15,7 @@ from runrecord.replay import (
     DISAGREED,
     Comparison,
     Judgement,
+    RunHistory,
     StepResult,
 )
 from runrecord.schedule import load_schedule, loads
@@ -32,15 +33,15 @@ def test_the_model_beside_the_brokers() -> None:
     prediction = simulate(schedule, "1.1.1")
     done = _real(["done"] * len(schedule.steps))
     diverged = Judgement("diverged", "replicas diverged", 0, partitions={0: "diverged", 1: None})
-    c = compare(prediction, diverged, prediction.steps, done)
+    c = compare(prediction, diverged, RunHistory(done))
     assert (c.predicted, c.actual, c.agree, c.steps_differ) == ("diverged", "diverged", True, [])
     held = Judgement(None, "held", partitions={0: None, 1: None})
     skipped = _real(["done", "skipped", *["done"] * (len(schedule.steps) - 2)])
-    c = compare(prediction, held, prediction.steps, skipped)
+    c = compare(prediction, held, RunHistory(skipped))
     assert (c.predicted, c.actual, c.agree, c.steps_differ) == ("diverged", None, False, [1])
     # A finding on the background partition is not the model's to predict.
     background = Judgement("diverged@background", "p1", 1, partitions={0: None, 1: "diverged"})
-    assert compare(simulate(schedule, "2.8.2"), background, [], []).agree
+    assert compare(simulate(schedule, "2.8.2"), background, RunHistory()).agree
 
 
 def test_a_finding_the_model_does_not_follow_is_set_aside() -> None:
@@ -50,11 +51,11 @@ def test_a_finding_the_model_does_not_follow_is_set_aside() -> None:
     prediction = simulate(schedule, "1.1.1")  # diverged
     lost = "epoch-cache-lost"
     besides = Judgement(lost, "p0", 0, partitions={0: lost}, modelled={0: "diverged"})
-    c = compare(prediction, besides, [], [])
+    c = compare(prediction, besides, RunHistory())
     assert (c.actual, c.agree, c.unpredictable) == (lost, True, "")
     assert f"{lost} set aside, which it does not follow" in c.told
     alone = Judgement(lost, "p0", 0, partitions={0: lost}, modelled={0: None})
-    c = compare(prediction, alone, [], [])
+    c = compare(prediction, alone, RunHistory())
     assert not c.agree  # counted apart, never as agreement
     said = f"the brokers showed {lost}, which it does not follow, and nothing else"
     assert c.unpredictable == said
@@ -91,8 +92,8 @@ def test_a_disagreement_only_an_untold_checkpoint_variant_explains_is_agreed_giv
     assert prediction.failure() == "stuck"
     diverged = Judgement("diverged", "diverged at 0", 0, partitions={0: "diverged", 1: None})
     # Without the schedule: no variants.
-    assert compare(prediction, diverged, [], []).category == DISAGREED
-    c = compare(prediction, diverged, [], [], schedule)
+    assert compare(prediction, diverged, RunHistory()).category == DISAGREED
+    c = compare(prediction, diverged, RunHistory(), schedule)
     assert c.category == AGREED_GIVEN  # counted apart, never as the model's agreement
     assert c.agreed_if.startswith(
         "if the high watermark checkpoint had caught up before the crash at step 9: diverged"
@@ -100,9 +101,9 @@ def test_a_disagreement_only_an_untold_checkpoint_variant_explains_is_agreed_giv
     # The model's own outcome agrees with no condition; an outcome no variant reaches
     # stays a disagreement.
     stuck = Judgement("stuck", "broker 1 stuck", 0, partitions={0: "stuck", 1: None})
-    assert compare(prediction, stuck, [], [], schedule).category == AGREED
+    assert compare(prediction, stuck, RunHistory(), schedule).category == AGREED
     held = Judgement(None, "held", partitions={0: None, 1: None})
-    assert compare(prediction, held, [], [], schedule).category == DISAGREED
+    assert compare(prediction, held, RunHistory(), schedule).category == DISAGREED
 
 
 def test_the_checkpoint_a_crash_left_on_disk_is_told_not_tried() -> None:
@@ -112,12 +113,12 @@ def test_the_checkpoint_a_crash_left_on_disk_is_told_not_tried() -> None:
     prediction = simulate(schedule, "1.1.1")
     diverged = Judgement("diverged", "diverged at 0", 0, partitions={0: "diverged", 1: None})
     # Caught up (11, the high watermark): the model's own prediction agrees.
-    c = compare(prediction, diverged, [], [], schedule, hw_checkpoints=((9, 1, 11),))
+    c = compare(prediction, diverged, RunHistory(hw_checkpoints=[(9, 1, 11)]), schedule)
     assert (c.category, c.agreed_if, c.predicted) == (AGREED, "", "diverged")
     said = "given the high watermark checkpoints the crashes left on disk (step 9: broker 1 at 11)"
     assert c.told == said
     # Behind (5, as the model had it): a disagreement, not a variant that caught it up.
-    c = compare(prediction, diverged, [], [], schedule, hw_checkpoints=((9, 1, 5),))
+    c = compare(prediction, diverged, RunHistory(hw_checkpoints=[(9, 1, 5)]), schedule)
     assert (c.category, c.agreed_if, c.predicted) == (DISAGREED, "", "stuck")
 
 
@@ -139,11 +140,11 @@ def test_a_step_the_coordinator_could_not_serve_is_skipped_by_the_model_too() ->
     assert prediction.failure() == "hanging-transaction"
     held = Judgement(None, "held", partitions={0: None, 1: None})
     real = _real(["done"] * len(schedule.steps))
-    assert not compare(prediction, held, prediction.steps, real, schedule).agree
+    assert not compare(prediction, held, RunHistory(real), schedule).agree
     # The run skipped the write (its coordinator could not log it), then the commit.
     real[0] = StepResult(0, "step 0", "txn-write", "skipped", unserved=True)
     real[2] = StepResult(2, "step 2", "txn-commit", "skipped")
-    c = compare(prediction, held, prediction.steps, real, schedule)
+    c = compare(prediction, held, RunHistory(real), schedule)
     assert (c.predicted, c.agree, c.steps_differ) == (None, True, [])
     assert c.told == "given the steps the run skipped for what the model does not follow (0)"
 
@@ -155,11 +156,11 @@ def test_a_transactional_write_not_acknowledged_leaves_the_model_unable_to_predi
     real = _real(["done"] * len(schedule.steps))
     # The client timed out: the batch may have landed (and hang), or gone to a zombie.
     real[0] = StepResult(0, "step 0", "txn-write", "done", {"to": 2, "acknowledged": False})
-    c = compare(prediction, held, prediction.steps, real, schedule)
+    c = compare(prediction, held, RunHistory(real), schedule)
     assert c.unpredictable.startswith("the transactional write at step 0 was not acknowledged")
     # Where the model's write failed too, the model followed it.
     failed = [replace(m, targets={**m.targets, "acknowledged": False}) for m in prediction.steps]
-    assert compare(prediction, held, failed, real, schedule).unpredictable == ""
+    assert compare(prediction, held, RunHistory(real), schedule, model=failed).unpredictable == ""
 
 
 def test_a_late_endtxn_the_model_cannot_follow_counts_apart() -> None:
@@ -167,15 +168,15 @@ def test_a_late_endtxn_the_model_cannot_follow_counts_apart() -> None:
     prediction = simulate(schedule, "4.3.1")
     held = Judgement(None, "held", partitions={0: None, 1: None})
     real = _real(["done"] * len(schedule.steps))
-    assert compare(prediction, held, prediction.steps, real, schedule).unpredictable == ""
+    assert compare(prediction, held, RunHistory(real), schedule).unpredictable == ""
     # The coordinator the abort was held at had restarted when the heal released it.
     lost = "the ABORT held at broker 2 was released: broker 2 restarted since"
-    c = compare(prediction, held, prediction.steps, real, schedule, unknown=(lost,))
+    c = compare(prediction, held, RunHistory(real, unknown=[lost]), schedule)
     assert c.unpredictable == lost
     # The producer going on after the late abort ended its transaction: the model says so.
     going_on = replace(schedule, steps=(*schedule.steps, schedule.steps[2]))
     prediction = simulate(going_on, "4.3.1")
-    c = compare(prediction, held, prediction.steps, _real(["done"] * 5), going_on)
+    c = compare(prediction, held, RunHistory(_real(["done"] * 5)), going_on)
     assert "the producer goes on at step 4" in c.unpredictable
 
 
@@ -258,18 +259,21 @@ def test_the_controller_elections_the_brokers_held_are_told_in_the_first_predict
     prediction = simulate(schedule, "0.10.2.2")
     assert prediction.failure() == "diverged"
     held = Judgement(None, "held", partitions={0: None, 1: None})
-    assert compare(prediction, held, [], [], schedule).category == DISAGREED
+    assert compare(prediction, held, RunHistory(), schedule).category == DISAGREED
     # The model's own choice, told: it still predicts the divergence.
-    c = compare(prediction, held, [], [], schedule, ((2, 1),))
+    c = compare(prediction, held, RunHistory(controller_after=[(2, 1)]), schedule)
     assert (c.category, c.predicted) == (DISAGREED, "diverged")
     # Broker 2 won, as the brokers had it: the model's prediction with it is theirs, an
     # agreement on what the run told, not one on a variant.
-    c = compare(prediction, held, [], [], schedule, ((2, 2),))
+    c = compare(prediction, held, RunHistory(controller_after=[(2, 2)]), schedule)
     assert (c.category, c.agreed_if, c.predicted) == (AGREED, "", None)
     assert c.prediction == "consistent (pre-KIP-101 rules)"
     assert c.told == "given the controller elections the brokers held (broker 2 after step 2)"
     diverged = Judgement("diverged", "diverged", 0, partitions={0: "diverged", 1: None})
-    assert compare(prediction, diverged, [], [], schedule, ((2, 2),)).category == DISAGREED
+    assert (
+        compare(prediction, diverged, RunHistory(controller_after=[(2, 2)]), schedule).category
+        == DISAGREED
+    )
 
 
 def test_a_finding_that_hangs_on_a_controller_race_is_ranked_as_one() -> None:
@@ -310,14 +314,14 @@ def test_the_runs_clock_tells_the_model_when_a_zombies_request_timed_out() -> No
     real = _real(["done"] * len(schedule.steps))
     for r, seconds in zip(real, (1, 1, 1, 7, 40, 1), strict=True):
         r.seconds = seconds
-    c = compare(prediction, held, prediction.steps, real, schedule)
+    c = compare(prediction, held, RunHistory(real), schedule)
     assert (c.predicted, c.agree, c.unpredictable) == (None, True, "")
     assert c.told == "given how long the steps took on the brokers"
     # Had the session expiry taken 31 s, the request's timeout would fall inside the step
     # that made broker 2 a zombie: the model cannot place it.
     for r in real:
         r.seconds = 31 if r.index == 3 else 1
-    c = compare(prediction, held, prediction.steps, real, schedule)
+    c = compare(prediction, held, RunHistory(real), schedule)
     assert "waited in the purgatory of broker 2" in c.unpredictable
 
 
@@ -362,9 +366,9 @@ def test_the_high_watermark_checkpoint_a_crash_left_is_read_from_the_dir_holding
     schedule = loads(OUTRUN)
     (second / "replication-offset-checkpoint").write_text("0\n1\ns-1 0 11\n")
     live = Live.__new__(Live)
-    live.topic, live.results, live.hw_checkpoints = "s-1", [None] * 9, []
+    live.topic, live.history = "s-1", RunHistory(steps=[None] * 9)  # type: ignore[list-item]
     live.sim = Simulator(schedule.cluster, "1.1.1", SimOptions())
     live.cluster = SimpleNamespace(broker=lambda b: SimpleNamespace(log_dirs=[first, second]))
     live.note_hw_checkpoint(1)
-    assert live.hw_checkpoints == [(9, 1, 11)]
+    assert live.history.hw_checkpoints == [(9, 1, 11)]
     assert live.sim.options.hw_checkpoint_at == ((9, 1, 11),)
