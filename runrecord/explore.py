@@ -141,6 +141,11 @@ class ShardCandidate:
     schedule: dict[str, Any]  # runrecord.schedule.to_dict
 
 
+# A shard's work directory: the plan its task hands the shard process, and where that
+# process leaves its explore directory.
+SHARD_PLAN, SHARD_OUT = "plan.json", "out"
+
+
 @dataclass
 class ShardPlan:
     """What one Spark task of `explore --spark-master` runs (suites/explore/shard.py): the

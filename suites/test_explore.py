@@ -175,6 +175,7 @@ def test_replay_of_a_producer_going_on_after_a_late_endtxn(kafka_target, logfork
     out = capsys.readouterr().out
     assert code == 0, out  # as its `expect` says, on either side of 3.6
     assert "the model cannot predict this schedule" in out, out
+    assert _printed(out, "model and brokers")[0].startswith("cannot predict: "), out
     verdict = json.loads((Path(_printed(out, "run directory")[0]) / "verdict.json").read_text())
     steps = verdict["details"]["steps"]
     assert steps[3]["targets"]["late_end"] == "delivered", steps[3]

@@ -39,8 +39,8 @@ from suites.explore.engine.explorer import (
     Explorer,
     default_mode,
     draw_options,
-    summary_lines,
 )
+from suites.explore.engine.lines import summary_lines
 from suites.scenario import ScenarioError
 
 HELP = "draw, rank, run and shrink fault schedules on real brokers"
@@ -282,12 +282,7 @@ def main(args: argparse.Namespace) -> int:
         if options.minutes is not None:
             explorer.deadline = clock + 60 * options.minutes
         try:
-            if options.spark_master:
-                from suites.explore.engine.spark import explore_on_spark
-
-                explore_on_spark(explorer, drawing)
-            else:
-                explorer.run_all(drawing)
+            explorer.search(drawing)
             record.searching = round(time.monotonic() - clock, 1)
             explorer.shrink_findings()  # on every bench: candidates run side by side
         except (KeyboardInterrupt, Terminated, ScenarioError):

@@ -87,7 +87,8 @@ def print_outcome(run: ScheduleRun) -> None:
         said = {
             AGREED: "yes",
             AGREED_GIVEN: f"only given an untold variant: {comparison.agreed_if}",
-            CANNOT_PREDICT: f"not judged, the model cannot predict it: {comparison.unpredictable}",
+            CANNOT_PREDICT: "not judged, the model cannot predict this schedule: "
+            + comparison.unpredictable,
             DISAGREED: "NO: the model or Kafka is wrong",
         }
         print(f"model and brokers: {comparison.category}: {said[comparison.category]}")

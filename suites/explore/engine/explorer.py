@@ -29,15 +29,14 @@ from basics.releases import Release
 from checkers.simulate import simulate
 from runrecord.explore import (
     EXPLORE_JSON,
-    UNTOLD,
     ClusterBoot,
     ExploreFinding,
     ExploreRecord,
     ScheduleEntry,
 )
-from runrecord.outcome import Outcome, finding_key
+from runrecord.outcome import finding_key
 from runrecord.power import CUT
-from runrecord.replay import AGREED, AGREED_GIVEN, CANNOT_PREDICT, DISAGREED, DIVERGED
+from runrecord.replay import DIVERGED
 from runrecord.schedule import Schedule, write_schedule
 from runrecord.schedule_cluster import ELR_FEATURE
 from runrecord.typed import write_json
@@ -45,6 +44,7 @@ from suites.explore.drawing.generate import DrawOptions, draw, explore_shape
 from suites.explore.drawing.guide import Candidate, evaluate, plan
 from suites.explore.drawing.shrink import ShrinkResult, shrink, simulated_runner
 from suites.explore.engine.bench import Bench
+from suites.explore.engine.lines import progress_line
 from suites.explore.engine.schedule_run import ScheduleRun, run_schedule
 from suites.explore.engine.threads import run_threads
 
@@ -133,8 +133,20 @@ class Explorer:
             yield from evaluate([draw(o.seed, index, draw_options)], protocol, first_index=index)
             index += 1
 
+    def search(self, draw_options: DrawOptions) -> None:
+        """Run the ranked candidates until the budget or the time is spent, on the backend
+        the options name: this machine's benches, or shards on a Spark cluster's workers
+        (`--spark-master`: suites.explore.engine.spark)."""
+        if self.options.spark_master:
+            from suites.explore.engine.spark import search_on_spark
+
+            search_on_spark(self, draw_options)
+        else:
+            self.run_all(draw_options)
+
     def run_all(self, draw_options: DrawOptions) -> None:
-        """Run candidates in ranked order until the budget or the time is spent."""
+        """Run candidates in ranked order on this machine's benches until the budget or the
+        time is spent."""
         self.run_candidates(self.candidates(draw_options))
 
     def run_candidates(self, queue: Iterator[Candidate]) -> None:
@@ -442,59 +454,6 @@ def entry_of(n: int, candidate: Candidate, run: ScheduleRun, file: Path) -> Sche
         fresh_cluster=run.fresh_cluster,
         cause=run.judgement.cause if run.judgement is not None else "",
     )
-
-
-def progress_line(e: ScheduleEntry, budget: int | None) -> str:
-    of = f"/{budget}" if budget else ""
-    held = "held" if e.outcome == Outcome.CONSISTENT else e.outcome.value
-    verdict = finding_key(e.failure, e.cause) or held
-    predicted = e.predicted or "no finding"
-    # Its category (ScheduleEntry.category); without a verdict, the model's prediction.
-    model = {
-        AGREED: f"model agrees ({predicted})",
-        AGREED_GIVEN: f"model agrees given {UNTOLD} ({predicted})",
-        CANNOT_PREDICT: "model cannot predict",
-        DISAGREED: f"model DISAGREES ({predicted})",
-    }.get(e.category, f"model: {predicted}")
-    skipped = f", {e.skipped} skipped" if e.skipped else ""
-    fresh = f"  [fresh cluster: {e.fresh_cluster}]" if e.fresh_cluster else ""
-    where = f"  on {e.cluster}" if e.cluster else ""
-    line = (
-        f"[{e.number}{of}] {e.steps} steps{skipped}  {verdict}  {model}  {e.seconds:.0f}s"
-        f"{where}{fresh}"
-    )
-    if e.outcome == Outcome.SETUP_FAILED:
-        return f"{line}\n    {e.summary}"
-    return line
-
-
-def summary_lines(record: ExploreRecord, elapsed: float) -> list[str]:
-    n = len(record.schedules)
-    rate = n / (elapsed / 60) if elapsed > 0 else 0.0
-    shrinking = f", then {record.shrink_runs} shrinking run(s)" if record.shrink_runs else ""
-    lines = [
-        f"explore: {n} schedules in {elapsed / 60:.1f} min ({rate:.2f} schedules/min)"
-        f"{shrinking}; {len(record.findings)} finding(s); {record.agreement()}; "
-        f"{len(record.boots)} cluster boot(s)"
-    ]
-    for shard in record.shards:
-        where = f" on {shard.worker}" if shard.worker else ""
-        why = f": {shard.detail}" if shard.detail else ""
-        lines.append(
-            f"shard {shard.index} {shard.status}{where}: schedules "
-            f"{', '.join(map(str, shard.schedules))}{why}"
-        )
-    if record.not_run:
-        numbers = ", ".join(str(e.number) for e in record.not_run)
-        lines.append(
-            f"not run (no verdict, never a pass): {len(record.not_run)} schedule(s): {numbers}"
-        )
-    for e in record.disagreements:
-        lines.append(
-            f"disagreement: schedule {e.number}: model {e.predicted or 'no finding'}, brokers "
-            f"{e.failure or 'held'}: replay: {e.schedule_file}"
-        )
-    return lines
 
 
 def default_mode(modes: tuple[str, ...], wanted: str | None) -> str:

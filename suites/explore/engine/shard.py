@@ -32,7 +32,7 @@ from basics.errors import LogforkError
 from checkers.simulate import simulate
 from fixtures.cleanup import install_handlers
 from fixtures.releases import resolve
-from runrecord.explore import ExploreRecord, ShardPlan
+from runrecord.explore import SHARD_OUT, SHARD_PLAN, ExploreRecord, ShardPlan
 from runrecord.schedule import parse_schedule
 from runrecord.typed import read_json
 from suites.explore.drawing.guide import Candidate
@@ -106,9 +106,6 @@ def run(plan: ShardPlan, out: Path) -> ExploreRecord:
     return record
 
 
-PLAN, OUT = "plan.json", "out"
-
-
 def _lifeline(orphaned: threading.Event) -> None:
     """SIGTERM this process when standard input closes (see the module's docstring)."""
 
@@ -133,7 +130,7 @@ def main(argv: list[str]) -> int:
     install_handlers()
     _lifeline(orphaned)
     try:
-        run(read_json(ShardPlan, work / PLAN), work / OUT)
+        run(read_json(ShardPlan, work / SHARD_PLAN), work / SHARD_OUT)
     except LogforkError as exc:
         print(f"shard: {exc}", file=sys.stderr, flush=True)
         return 2

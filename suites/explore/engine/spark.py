@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from basics.errors import SetupError
 from fixtures.waiting import WaitTimeout, wait_until
@@ -45,6 +45,8 @@ from runrecord.explore import (
     SHARD_DONE,
     SHARD_FAILED,
     SHARD_LOST,
+    SHARD_OUT,
+    SHARD_PLAN,
     ClusterBoot,
     ExploreRecord,
     NotRun,
@@ -56,9 +58,11 @@ from runrecord.schedule import load_schedule, to_dict, write_schedule
 from runrecord.typed import RunRecordError, dumps_record, read_json
 from suites.explore.drawing.generate import DrawOptions
 from suites.explore.drawing.guide import Candidate
-from suites.explore.engine import shard as shard_process
-from suites.explore.engine.explorer import Explorer, progress_line
+from suites.explore.engine.lines import progress_line
 from suites.explore.engine.threads import run_threads
+
+if TYPE_CHECKING:
+    from suites.explore.engine.explorer import Explorer
 
 # No retry and no speculative copy of a task (see the module's docstring).
 NO_RETRIES = {"spark.task.maxFailures": "1", "spark.speculation": "false"}
@@ -139,8 +143,8 @@ def _run_shard(index: int, plan_json: str, store: str, context: Any) -> dict[str
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f"logfork-shard-{index}-"))
     try:
-        out, log = work / shard_process.OUT, work / "shard.log"
-        (work / shard_process.PLAN).write_text(plan_json)
+        out, log = work / SHARD_OUT, work / "shard.log"
+        (work / SHARD_PLAN).write_text(plan_json)
         row["out"] = str(out)
         argv = [sys.executable, "-m", "suites.explore.engine.shard", str(work)]
         with open(log, "wb") as sink:
@@ -176,7 +180,7 @@ def _run_shard(index: int, plan_json: str, store: str, context: Any) -> dict[str
 # The driver
 
 
-def explore_on_spark(explorer: Explorer, drawing: DrawOptions) -> None:
+def search_on_spark(explorer: Explorer, drawing: DrawOptions) -> None:
     """Run the explore's schedules as shards on the Spark cluster and merge them into
     `explorer` (its record, its failing schedules); shrinking is left to the caller."""
     from reports.spark import get_session

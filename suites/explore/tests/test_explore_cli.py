@@ -27,13 +27,8 @@ from suites import cli
 from suites.explore import explore_cli
 from suites.explore.drawing.generate import DrawOptions, draw_many, explore_shape
 from suites.explore.engine.bench import cluster_spec, shape_key
-from suites.explore.engine.explorer import (
-    ExploreOptions,
-    Explorer,
-    progress_line,
-    shrink_order,
-    summary_lines,
-)
+from suites.explore.engine.explorer import ExploreOptions, Explorer, shrink_order
+from suites.explore.engine.lines import progress_line, summary_lines
 from suites.explore.explore_cli import best_so_far
 from suites.explore.replay_cli import in_mode
 

@@ -19,7 +19,8 @@ from runrecord.typed import dumps_record, read_json
 from suites import cli
 from suites.explore.drawing.guide import Candidate
 from suites.explore.engine import spark as on_spark
-from suites.explore.engine.explorer import ExploreOptions, Explorer, summary_lines
+from suites.explore.engine.explorer import ExploreOptions, Explorer
+from suites.explore.engine.lines import summary_lines
 from suites.explore.engine.shard import candidates_of
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "schedules" / "kip-279-s1-equal.json"
