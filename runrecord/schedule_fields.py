@@ -1,6 +1,6 @@
 """Checking a schedule file's fields: the error every problem of a schedule ends up in, and
 the checks the cluster and step loaders share (runrecord.schedule_cluster,
-runrecord.schedule_steps).
+runrecord.steps).
 
 Loading never stops at the first problem: every bad field is collected (`Problems`) with
 its path, ``steps[3].count: must be a positive integer``, and reported at once.

@@ -188,7 +188,7 @@ def cannot_use_log_dir(
 def reassignment(
     step: Any, view: View, running: Callable[[int], str | None], in_flight: Sequence[int] | None
 ) -> tuple[list[int], dict[str, int]]:
-    """The replicas a reassign step asks for (runrecord.schedule_steps.Reassign), and the
+    """The replicas a reassign step asks for (runrecord.steps.reassign.Reassign), and the
     brokers its roles resolved to; Skip where it cannot run. `running`: why a broker does
     not run and hold a session (None: it does); `in_flight`: the target of a reassignment
     not yet complete. A removal keeps an ISR member in the target, as the controller

@@ -27,19 +27,23 @@ checkpoint, e.g. KIP-101 scenario 1). Real steps can be slower: a run on real br
 the checkpoint each crash left on disk and tells it (`SimOptions.hw_checkpoint_at`);
 `checkpoint_variants` gives the outcomes where an untold crash came after a checkpoint.
 
-The package, layer on layer: `state` (the replicas, brokers and controller view; topology;
-appending and truncating logs), `replication` (truncation by the protocol's rules,
-fetching, high watermarks), `transactions` (the schedule's transactional producer, its
-coordinator's markers and their steps), `controller` (sessions, the controller's elections
-and ISR changes, LeaderAndIsr, `settle` and `advance`), `steps` (`Simulator`: the
-schedule's other steps and `finish`), `runs` (`simulate`, `checkpoint_variants`),
-`prediction` (the judgement: `Prediction`).
+The package, by composition: `state` (the replicas, brokers and controller view; topology;
+appending and truncating logs) and `simulator` (`Simulator`: that state, `apply` and
+`finish`, and the parts it is made of, each holding the simulator and reaching the others
+through it): `replication` (truncation by the protocol's rules, fetching, high
+watermarks), `transactions` (the schedule's transactional producer and its coordinator's
+markers), `controller` (sessions, the controller's elections and ISR changes,
+LeaderAndIsr, `settle`, and time), `reassignment`, `slow_links`. Each step kind's effect is
+its family's rule (`rules/`: writes, links, elections, processes, disks, reassign, quorum,
+waits, txn), as the schedule language, the live actions and the drawing have theirs.
+`runs` (`simulate`, `checkpoint_variants`), `prediction` (the judgement: `Prediction`).
 """
 
+from checkers.simulate import rules  # noqa: F401 - every kind's rule registered
 from checkers.simulate.prediction import Prediction
 from checkers.simulate.runs import checkpoint_variants, simulate
+from checkers.simulate.simulator import Simulator
 from checkers.simulate.state import SimBatch, SimOptions, SimulationError, StepRecord, Write
-from checkers.simulate.steps import Simulator
 
 __all__ = [
     "Prediction",

@@ -6,14 +6,17 @@ the near misses the explorer ranks schedules by.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from basics.protocol import Protocol
 from checkers.model import Fate
 from checkers.simulate.state import StepRecord, Write
-from checkers.simulate.transactions import Transactions, hang_cause, open_transaction
+from checkers.simulate.transactions import hang_cause, open_transaction
 from checkers.verdict import DIVERGED, PartitionVerdict, judge_partition
 from runrecord.outcome import HANGING, POWER_LOST_MARKER, SKIPPED_MARKER, finding_key
+
+if TYPE_CHECKING:
+    from checkers.simulate.simulator import Simulator
 
 
 @dataclass
@@ -155,7 +158,7 @@ class Prediction:
         }
 
 
-def predict(sim: Transactions) -> Prediction:
+def predict(sim: Simulator) -> Prediction:
     """Judge the replicas as the simulation has left them."""
     lineages = [sim.lineage(r) for _, r in sorted(sim.replicas.items())]
     verdict = judge_partition(lineages, leader=sim.ctl.leader, protocol=sim.protocol)
@@ -201,13 +204,13 @@ def predict(sim: Transactions) -> Prediction:
         hang_cause=cause,
         marker_loss_allowed=cause == POWER_LOST_MARKER
         and (not sim.elr or sim.unclean_elections > 0),
-        transactions=sim.txns,
-        late_ends=sim.late_ended,
+        transactions=sim.transactions.txns,
+        late_ends=sim.transactions.late_ended,
         late_slices=sim.late_slices,
         late_rewritten=sim.late_rewritten,
         late_appends=sim.late_appends,
         late_stage=sim.late_stage,
-        unpredictable=tuple(sim.cannot_predict),
-        clock_used=sim.clock_used,
+        unpredictable=tuple(sim.transactions.cannot_predict),
+        clock_used=sim.transactions.clock_used,
         rules=sim.rules,
     )

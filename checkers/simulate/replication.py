@@ -6,34 +6,41 @@ watermarks.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from basics.protocol import Protocol
 from checkers.model import truncate_follower
-from checkers.simulate.state import FOLLOWER, LEADER, Replica, SimState, differ
+from checkers.simulate.state import FOLLOWER, LEADER, Replica, differ
+
+if TYPE_CHECKING:
+    from checkers.simulate.simulator import Simulator
 
 
-class Replication(SimState):
-    """Truncation, fetching and high watermarks (`_replicate`, one round of every follower)."""
+class Replication:
+    """Truncation, fetching and high watermarks (`_replicate`, one round of every follower):
+    a part of the simulator (`Simulator.replication`)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
 
     def _truncate(self, r: Replica, leader: Replica, *, quiet: bool = False) -> bool:
         """Run the protocol's truncation (checkers.model) and apply where it lands. `quiet`:
         say nothing unless the log changed."""
         before = r.leo
-        result = truncate_follower(self.lineage(leader), self.lineage(r), self.protocol)
+        result = truncate_follower(self.sim.lineage(leader), self.sim.lineage(r), self.sim.protocol)
         target = result.truncation_offset
         requested = self._requested(result, r, leader)
-        mid_batch = self.protocol in (Protocol.HIGH_WATERMARK, Protocol.KIP_101) and (
+        mid_batch = self.sim.protocol in (Protocol.HIGH_WATERMARK, Protocol.KIP_101) and (
             target < requested < r.leo
         )
-        self._truncate_log(r, requested if mid_batch else target, to_target=mid_batch)
+        self.sim._truncate_log(r, requested if mid_batch else target, to_target=mid_batch)
         r.needs_truncation = False
         if quiet and r.leo == before:
             return False
         for line in result.describe()[: len(result.rounds)]:
-            self._event(f"broker {r.broker}: {line}")
+            self.sim._event(f"broker {r.broker}: {line}")
         if mid_batch:
-            self._event(
+            self.sim._event(
                 f"broker {r.broker}: Log.truncateTo({requested}) drops the batch holding it "
                 f"yet sets the log end offset to {requested} (Kafka before 2.0)"
             )
@@ -47,7 +54,7 @@ class Replication(SimState):
             return result.truncation_offset
         if last.request == "high-watermark" or last.fallback or last.answer_offset is None:
             return min(r.hw, r.leo)
-        if self.protocol is Protocol.KIP_101:
+        if self.sim.protocol is Protocol.KIP_101:
             return min(last.answer_offset, r.leo)
         return result.truncation_offset
 
@@ -58,16 +65,16 @@ class Replication(SimState):
             # OffsetOutOfRange above the leader's end (an unclean leader, or KIP-101's
             # scenario 2): the follower truncates to the leader's log end offset. Before 2.0
             # it halts instead when the topic forbids unclean elections.
-            old = self.protocol in (Protocol.HIGH_WATERMARK, Protocol.KIP_101)
-            if old and not self.cluster.topic_config.unclean_leader_election_enable:
+            old = self.sim.protocol in (Protocol.HIGH_WATERMARK, Protocol.KIP_101)
+            if old and not self.sim.cluster.topic_config.unclean_leader_election_enable:
                 r.stuck = (
                     f"halted: log end offset {r.leo} beyond the leader's {leader.leo} and "
                     "truncation not allowed (unclean.leader.election.enable=false)"
                 )
-                self._event(f"broker {r.broker} {r.stuck}")
+                self.sim._event(f"broker {r.broker} {r.stuck}")
                 return True
-            removed = self._truncate_log(r, leader.leo, to_target=old)
-            self._event(
+            removed = self.sim._truncate_log(r, leader.leo, to_target=old)
+            self.sim._event(
                 f"broker {r.broker}: offset out of range, truncated "
                 f"{', '.join(b.span for b in removed) or 'nothing'} to the leader's log end "
                 f"offset {leader.leo}"
@@ -82,45 +89,47 @@ class Replication(SimState):
                 f"out-of-order offsets: batch {first.span} from broker {leader.broker} starts "
                 f"below its log end offset {r.leo}"
             )
-            self._event(f"broker {r.broker} is stuck: {r.stuck}")
+            self.sim._event(f"broker {r.broker} is stuck: {r.stuck}")
             return True
         fetched = list(leader.batches[index:])
-        self._append(r, fetched)
+        self.sim._append(r, fetched)
         shown = fetched[0].span if len(fetched) == 1 else f"{fetched[0].span}..{fetched[-1].span}"
-        self._event(f"broker {r.broker} fetches {shown} from broker {leader.broker}")
+        self.sim._event(f"broker {r.broker} fetches {shown} from broker {leader.broker}")
         return True
-
-    def awaiting(self, broker: int) -> bool:
-        """Whether the broker waits on a fetch response still on its way (slow_links)."""
-        return False
 
     def _near_misses(self) -> None:
         """After a step, for ranking: ISR members holding different data at one offset,
         and an ISR member that lacks the leader's data and cannot fetch it."""
-        isr = [self.replicas[b] for b in self.ctl.isr]
+        isr = [self.sim.replicas[b] for b in self.sim.ctl.isr]
         pairs = sum(1 for i, a in enumerate(isr) for other in isr[i + 1 :] if differ(a, other))
-        self.max_isr_divergence = max(self.max_isr_divergence, pairs)
-        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
+        self.sim.max_isr_divergence = max(self.sim.max_isr_divergence, pairs)
+        lead = (
+            self.sim.replicas.get(self.sim.ctl.leader) if self.sim.ctl.leader is not None else None
+        )
         if lead is not None:
             for r in isr:
-                if r is not lead and r.leo < lead.leo and not self.can_talk(r.broker, lead.broker):
-                    self.isr_gap = True
+                if (
+                    r is not lead
+                    and r.leo < lead.leo
+                    and not self.sim.can_talk(r.broker, lead.broker)
+                ):
+                    self.sim.isr_gap = True
 
     def _replicate(self) -> bool:
         changed = False
-        for b, r in sorted(self.replicas.items()):
-            if r.role != FOLLOWER or r.stuck or not self.alive(b) or r.leader is None:
+        for b, r in sorted(self.sim.replicas.items()):
+            if r.role != FOLLOWER or r.stuck or not self.sim.alive(b) or r.leader is None:
                 continue
-            if self.awaiting(b):
+            if self.sim.awaiting(b):
                 continue  # its one fetch is in flight behind a filler (slow_links)
-            leader = self.replicas.get(r.leader)
-            if leader is None or leader.role != LEADER or not self.can_talk(b, r.leader):
+            leader = self.sim.replicas.get(r.leader)
+            if leader is None or leader.role != LEADER or not self.sim.can_talk(b, r.leader):
                 continue
-            if self.protocol is Protocol.DIVERGING_EPOCH and leader.epoch != r.epoch:
+            if self.sim.protocol is Protocol.DIVERGING_EPOCH and leader.epoch != r.epoch:
                 continue  # KIP-320: fetches carry the leader epoch; a mismatch is fenced
             if r.needs_truncation:
                 changed |= self._truncate(r, leader)
-            elif self.protocol is Protocol.DIVERGING_EPOCH and r.epochs:
+            elif self.sim.protocol is Protocol.DIVERGING_EPOCH and r.epochs:
                 # KIP-595's diverging epoch: every fetch is checked, not only the first.
                 changed |= self._truncate(r, leader, quiet=True)
             changed |= self._fetch(r, leader)
@@ -129,21 +138,21 @@ class Replication(SimState):
                 changed = True
             if r.leo >= leader.leo and not r.stuck:
                 leader.lag[b] = 0.0
-        for r in self.replicas.values():
-            if r.role == LEADER and self.alive(r.broker):
+        for r in self.sim.replicas.values():
+            if r.role == LEADER and self.sim.alive(r.broker):
                 known = [r.leo] + [r.fetched.get(f) for f in r.isr if f != r.broker]
                 if None not in known:
                     hw = min(x for x in known if x is not None)
                     if hw > r.hw:
                         r.hw = hw
                         changed = True
-        for b, r in self.replicas.items():
-            leader = self.replicas.get(r.leader) if r.leader is not None else None
+        for b, r in self.sim.replicas.items():
+            leader = self.sim.replicas.get(r.leader) if r.leader is not None else None
             if (
                 r.role == FOLLOWER
                 and leader is not None
                 and leader.role == LEADER
-                and self.can_talk(b, leader.broker)
+                and self.sim.can_talk(b, leader.broker)
                 and not r.stuck
             ):
                 hw = min(r.leo, leader.hw)

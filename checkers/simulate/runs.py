@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator
 
 from basics.protocol import Protocol
 from checkers.simulate.prediction import Prediction
+from checkers.simulate.simulator import Simulator
 from checkers.simulate.state import SimOptions, SimulationError
-from checkers.simulate.steps import Simulator
 from runrecord.schedule import Cluster, Schedule
 from runrecord.steps.base import Step
 

@@ -32,13 +32,13 @@ Batch sizes are estimated from their kind and record count (a produce step's rec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from checkers.simulate.reassignment import Reassignments
 from checkers.simulate.state import FOLLOWER, LEADER, SimBatch
-from runrecord.schedule_roles import SLOWABLE, pick_pair
 from runrecord.steps.base import QUORUM
-from runrecord.steps.links import Slow
+
+if TYPE_CHECKING:
+    from checkers.simulate.simulator import Simulator
 
 FETCH_TIMEOUT_S = 30.0  # a follower's request.timeout.ms for one fetch
 # How far a slice in flight got towards being rewritten (`SlowLinks._note_late_stage`).
@@ -85,20 +85,17 @@ def positions(batches: list[SimBatch]) -> list[tuple[int, SimBatch]]:
     return out
 
 
-class SlowLinks(Reassignments):
+class SlowLinks:
+    """Slow links, the fillers a follower fetches first and the responses they hold back:
+    a part of the simulator (`Simulator.slow`)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+
     def slow_receivers(self) -> set[int]:
         """Brokers whose fetches from some sender come late: a run does not wait for their
         log ends to stand where the model's do."""
-        return {b for _, b in self.slowed}
-
-    def _do_slow(self, step: Slow) -> dict[str, Any]:
-        def ok(a: Any, b: Any) -> bool:
-            return self.alive(a) and self.alive(b) and (a, b) not in self.slowed
-
-        a, b = pick_pair(step.a, step.b, self.view(), ok, SLOWABLE)
-        self.slowed[(a, b)] = step.rate
-        self._event(f"what broker {a} sends broker {b} slowed to {step.rate} KB/s")
-        return {"a": a, "b": b, "rate": step.rate}
+        return {b for _, b in self.sim.slowed}
 
     def lift_slow(self, a: Any = None, b: Any = None) -> list[str]:
         """Lift the slow links (with `a` and `b`, the one between them, either way): what
@@ -106,24 +103,23 @@ class SlowLinks(Reassignments):
         them first and lets what they held back arrive and be read before it heals any cut
         (faults.slow_link), so a follower cut off from the quorum takes its response before
         it can learn of a new leader: left to race, on 3.9.0 the news won."""
-        lifted = [(x, y) for x, y in self.slowed if a is None or {x, y} == {a, b}]
+        lifted = [(x, y) for x, y in self.sim.slowed if a is None or {x, y} == {a, b}]
         for link in lifted:
-            del self.slowed[link]
-            self.fillers.pop(link, None)  # it goes out at once with whatever follows it
-            for late in [r for r in self.late_responses if (r.leader, r.follower) == link]:
+            del self.sim.slowed[link]
+            self.sim.fillers.pop(link, None)  # it goes out at once with whatever follows it
+            for late in [r for r in self.sim.late_responses if (r.leader, r.follower) == link]:
                 self._arrive(late, "as the slow link is lifted")
         return [f"{x}->{y}" for x, y in sorted(lifted)]
 
-    def _stop(self, b: int, *, clean: bool = False) -> None:
+    def drop_responses(self, b: int) -> None:
         """A broker that stops takes its connections with it: a response in flight to or
         from it is lost, whatever it does next (a restart makes new connections)."""
-        for late in [r for r in self.late_responses if b in (r.leader, r.follower)]:
-            self.late_responses.remove(late)
-            self._event(
+        for late in [r for r in self.sim.late_responses if b in (r.leader, r.follower)]:
+            self.sim.late_responses.remove(late)
+            self.sim._event(
                 f"broker {late.follower}'s late fetch response from broker {late.leader} is "
                 f"lost: broker {b} stopped"
             )
-        super()._stop(b, clean=clean)
 
     # -- a filler, and the response it holds back -------------------------------------------
 
@@ -135,61 +131,61 @@ class SlowLinks(Reassignments):
         leader = targets.get("to")
         if not kb or leader is None:
             return
-        for a, f in list(self.slowed):
+        for a, f in list(self.sim.slowed):
             if a != leader:
                 continue
-            if not self._fetching(f, leader) or self.awaiting(f):
-                self.fillers[(a, f)] = max(kb, self.fillers.get((a, f), 0))
+            if not self._fetching(f, leader) or self.sim.awaiting(f):
+                self.sim.fillers[(a, f)] = max(kb, self.sim.fillers.get((a, f), 0))
                 continue
             self._send(a, f, kb, [])
 
     def _send(self, a: int, f: int, kb: int, sliced: list[tuple[int, SimBatch]]) -> None:
         """Leader `a` answers follower `f`'s fetch: a `kb` KB filler, then `sliced` (its
         batches past the follower's end, with their file positions)."""
-        r, drain = self.replicas[f], kb / self.slowed[(a, f)]
+        r, drain = self.sim.replicas[f], kb / self.sim.slowed[(a, f)]
         first, end = 0, 0
         if sliced:
             first, end = sliced[0][0], sliced[-1][0] + batch_bytes(sliced[-1][1])
         tags = tuple(b.tag for _, b in sliced)
-        late = LateResponse(a, f, r.epoch, r.leo, tags, first, end, drain, self._step, self.time)
-        late.zombie = not self.registered(a) or self.ctl.leader != a
-        self.late_responses.append(late)
+        late = LateResponse(
+            a, f, r.epoch, r.leo, tags, first, end, drain, self.sim._step, self.sim.time
+        )
+        late.zombie = not self.sim.registered(a) or self.sim.ctl.leader != a
+        self.sim.late_responses.append(late)
         what = f"then its log from offset {r.leo} ({len(sliced)} batch(es))" if sliced else "alone"
-        self._event(f"broker {a} answers broker {f}'s fetch: a {kb} KB filler, {what}, read as "
+        self.sim._event(f"broker {a} answers broker {f}'s fetch: a {kb} KB filler, {what}, read as "
                     f"the link drains ({drain:.0f} s)")  # fmt: skip
 
     def _fetching(self, f: int, leader: int) -> bool:
-        r = self.replicas.get(f)
-        return r is not None and r.leader == leader and self.can_talk(f, leader)
+        r = self.sim.replicas.get(f)
+        return r is not None and r.leader == leader and self.sim.can_talk(f, leader)
 
     def awaiting(self, broker: int) -> bool:
-        return any(r.follower == broker for r in self.late_responses)
+        return any(r.follower == broker for r in self.sim.late_responses)
 
-    def _replicate(self) -> bool:
+    def send_fillers(self) -> None:
         """A follower held back behind a filler fetches again: its leader answers with the
         filler first, and the follower waits for that response alone."""
-        for (a, f), kb in list(self.fillers.items()):
-            r, lead = self.replicas.get(f), self.replicas.get(a)
-            if (a, f) not in self.slowed or r is None or lead is None or lead.role != LEADER:
+        for (a, f), kb in list(self.sim.fillers.items()):
+            r, lead = self.sim.replicas.get(f), self.sim.replicas.get(a)
+            if (a, f) not in self.sim.slowed or r is None or lead is None or lead.role != LEADER:
                 continue
             if r.role != FOLLOWER:
                 continue
-            if not self._fetching(f, a) or r.epoch != lead.epoch or self.awaiting(f):
+            if not self._fetching(f, a) or r.epoch != lead.epoch or self.sim.awaiting(f):
                 continue
-            del self.fillers[(a, f)]
+            del self.sim.fillers[(a, f)]
             sliced = [(p, b) for p, b in positions(lead.batches) if b.last >= r.leo]
-            self.late_slices += bool(sliced)
+            self.sim.late_slices += bool(sliced)
             self._send(a, f, kb, sliced)
-        return super()._replicate()
 
     # -- when it arrives ---------------------------------------------------------------------
 
-    def between_steps(self) -> None:
-        super().between_steps()
-        for late in list(self.late_responses):
+    def before_step(self) -> None:
+        for late in list(self.sim.late_responses):
             passed = self._late_passed(late)
             if passed:
-                clocked = self.options.step_seconds
+                clocked = self.sim.options.step_seconds
                 self._arrive(late, "by the run's clock" if clocked else "by the model's time")
             elif passed is None and late.straddled is None:
                 late.straddled = self._logs(late)
@@ -198,19 +194,19 @@ class SlowLinks(Reassignments):
         """A response whose arrival fell inside this step arrives at its end; where the
         step changed either log meanwhile, the model cannot say what it held."""
         self._note_late_stage()
-        for late in [r for r in self.late_responses if r.straddled is not None]:
+        for late in [r for r in self.sim.late_responses if r.straddled is not None]:
             if late.straddled != self._logs(late):
                 why = (
                     f"broker {late.follower}'s late fetch response from broker {late.leader} "
-                    f"arrived inside step {self._step}, which changed what it would hold"
+                    f"arrived inside step {self.sim._step}, which changed what it would hold"
                 )
-                self._cannot(why)
-            self._arrive(late, f"during step {self._step}")
-        if not self.options.step_seconds:  # by the model's own time, at the step's end
-            for late in [r for r in self.late_responses if self._late_passed(r, at_end=True)]:
-                self._arrive(late, f"by the end of step {self._step}")
-        if self.late_responses:
-            self.settle()
+                self.sim.transactions._cannot(why)
+            self._arrive(late, f"during step {self.sim._step}")
+        if not self.sim.options.step_seconds:  # by the model's own time, at the step's end
+            for late in [r for r in self.sim.late_responses if self._late_passed(r, at_end=True)]:
+                self._arrive(late, f"by the end of step {self.sim._step}")
+        if self.sim.late_responses:
+            self.sim.control.settle()
 
     def _note_late_stage(self) -> None:
         """How far a slice in flight got towards KAFKA-18723's race, for ranking: its
@@ -220,19 +216,19 @@ class SlowLinks(Reassignments):
         the slice's batches there, truncated to that leader's log (LATE_TRUNCATED); then
         holding other batches as far as the slice's end (LATE_REFILLED).
         Writes of the same sizes after that rewrite it (`late_rewritten`)."""
-        for late in self.late_responses:
+        for late in self.sim.late_responses:
             # A reassignment may have taken either end's replica away meanwhile.
-            r, sender = self.replicas.get(late.follower), self.replicas.get(late.leader)
+            r, sender = self.sim.replicas.get(late.follower), self.sim.replicas.get(late.leader)
             if r is None or sender is None or not late.tags:
                 continue
             if r.leader != late.leader or r.epoch != late.epoch:
                 continue
-            if self.linked(late.follower, QUORUM) or not self.alive(late.leader):
+            if self.sim.linked(late.follower, QUORUM) or not self.sim.alive(late.leader):
                 continue
             there = positions(sender.batches)
             held = tuple(b.tag for p, b in there if late.first <= p < late.end)
             stage = LATE_ISOLATED
-            lead = self.replicas.get(sender.leader) if sender.leader is not None else None
+            lead = self.sim.replicas.get(sender.leader) if sender.leader is not None else None
             newer = sender.role == FOLLOWER and sender.epoch > late.epoch and lead is not None
             if newer and held != late.tags:
                 size = there[-1][0] + batch_bytes(there[-1][1]) if there else 0
@@ -243,46 +239,46 @@ class SlowLinks(Reassignments):
                 # A follower of a newer leader now that lacks the slice: it will truncate it
                 # once it fetches, and copy that leader's writes to the same positions.
                 stage = LATE_FOLLOWS
-            self.late_stage = max(self.late_stage, stage)
+            self.sim.late_stage = max(self.sim.late_stage, stage)
 
     def _late_passed(self, late: LateResponse, *, at_end: bool = False) -> bool | None:
         """Whether the filler had drained (or the fetch timed out) before this step began
         (`at_end`: by its end, by the model's own time)."""
         seconds = min(late.drain, FETCH_TIMEOUT_S)
-        if self.options.step_seconds:
-            passed = self._wall_passed(late.built, seconds)
-            self.clock_used |= passed is not None
+        if self.sim.options.step_seconds:
+            passed = self.sim.transactions._wall_passed(late.built, seconds)
+            self.sim.transactions.clock_used |= passed is not None
             return passed
-        steps = self._step - late.built + (1 if at_end else 0)
-        elapsed = steps * NOMINAL_STEP_S + self.time - late.built_time
+        steps = self.sim._step - late.built + (1 if at_end else 0)
+        elapsed = steps * NOMINAL_STEP_S + self.sim.time - late.built_time
         return elapsed >= seconds
 
     def _logs(self, late: LateResponse) -> tuple[Any, ...]:
-        lead, r = self.replicas.get(late.leader), self.replicas.get(late.follower)
+        lead, r = self.sim.replicas.get(late.leader), self.sim.replicas.get(late.follower)
         if lead is None or r is None:
             return ()
         return (tuple(b.tag for b in lead.batches), r.leader, r.epoch, r.leo)
 
     def _arrive(self, late: LateResponse, when: str) -> None:
-        self.late_responses.remove(late)
+        self.sim.late_responses.remove(late)
         who = f"broker {late.follower}'s late fetch response from broker {late.leader}"
-        lead, r = self.replicas.get(late.leader), self.replicas.get(late.follower)
+        lead, r = self.sim.replicas.get(late.leader), self.sim.replicas.get(late.follower)
         if lead is None or r is None:
-            self._event(f"{who} is dropped: a reassignment removed a replica of its ends")
+            self.sim._event(f"{who} is dropped: a reassignment removed a replica of its ends")
             return
         if late.drain >= FETCH_TIMEOUT_S:
-            self._event(f"{who} timed out (request.timeout.ms): it fetches again")
+            self.sim._event(f"{who} timed out (request.timeout.ms): it fetches again")
             return
-        if not (self.alive(late.leader) and self.alive(late.follower)):
-            self._event(f"{who} is lost: an end stopped or paused")
+        if not (self.sim.alive(late.leader) and self.sim.alive(late.follower)):
+            self.sim._event(f"{who} is lost: an end stopped or paused")
             return
         if r.leader != late.leader or r.epoch != late.epoch or r.leo != late.start:
-            self._event(f"{who} is dropped: broker {late.follower} moved on")
+            self.sim._event(f"{who} is dropped: broker {late.follower} moved on")
             return
         if not late.tags:
             return  # a filler alone: the follower fetches again
         if late.zombie and lead.role != LEADER:
-            self._event(
+            self.sim._event(
                 f"{who} fails: broker {late.leader} truncated the filler only it held, a "
                 "zombie, under the send"
             )
@@ -290,20 +286,20 @@ class SlowLinks(Reassignments):
         at = positions(lead.batches)
         size = at[-1][0] + batch_bytes(at[-1][1]) if at else 0
         if size < late.end:
-            self._event(f"{who} fails: broker {late.leader}'s log is shorter than the slice")
+            self.sim._event(f"{who} fails: broker {late.leader}'s log is shorter than the slice")
             return
         read = [b for p, b in at if p >= late.first and p + batch_bytes(b) <= late.end]
         if not any(p == late.first for p, _ in at):
             why = f"{who} starts inside a batch of broker {late.leader}'s log ({when})"
-            self._cannot(why)
+            self.sim.transactions._cannot(why)
             return
         if tuple(b.tag for b in read) == late.tags:
             return  # what it asked for: replication as usual
-        self.late_rewritten += 1
+        self.sim.late_rewritten += 1
         kept: list[SimBatch] = []
         for b in read:
-            if self.skips_newer_epoch and b.epoch > late.epoch:
-                self._event(
+            if self.sim.skips_newer_epoch and b.epoch > late.epoch:
+                self.sim._event(
                     f"{who} ({when}): skipping batch {b.span} of leader epoch {b.epoch}, above "
                     f"its own {late.epoch}, and every batch after it"
                 )
@@ -313,11 +309,11 @@ class SlowLinks(Reassignments):
             return
         if kept[0].base != r.leo:
             why = f"{who} holds batches from offset {kept[0].base}, not its log end {r.leo}"
-            self._cannot(why)
+            self.sim.transactions._cannot(why)
             return
-        self._append(r, kept)
-        self.late_appends += 1
-        self._event(
+        self.sim._append(r, kept)
+        self.sim.late_appends += 1
+        self.sim._event(
             f"{who} ({when}) holds what broker {late.leader}'s log has there now: broker "
             f"{late.follower} appends {', '.join(f'{b.span} (epoch {b.epoch})' for b in kept)}"
         )

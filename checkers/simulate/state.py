@@ -1,4 +1,4 @@
-"""The simulated cluster's state, and the primitives every layer of the simulator uses.
+"""The simulated cluster's state, and the primitives every part of the simulator uses.
 
 Per replica: its log (batches tagged with the write they came from and the leader epoch
 that wrote them), log end offset, high watermark and its checkpoint, leader epoch cache,
@@ -212,8 +212,8 @@ def differ(a: Replica, b: Replica) -> bool:
 
 class SimState:
     """A cluster of one partition in the state the steps so far have left it in. The
-    layers above make it act: replication (checkers.simulate.replication), the controller
-    and time (checkers.simulate.controller), the steps (checkers.simulate.steps)."""
+    simulator's parts make it act (checkers.simulate.simulator): replication, the
+    controller and time, the transactions, reassignments, slow links; its rules, the steps."""
 
     def __init__(
         self, cluster: Cluster, protocol: Protocol | str, options: SimOptions | None = None

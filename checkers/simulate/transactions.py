@@ -43,14 +43,15 @@ step after that makes the schedule one the model cannot predict.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from checkers.simulate.replication import Replication
 from checkers.simulate.state import LEADER, STOPPED, SimBatch
 from runrecord.outcome import hang_cause as cause_of_hang
 from runrecord.schedule_roles import Skip
-from runrecord.steps.base import QUORUM, Role
-from runrecord.steps.txn import TxnAbort, TxnCommit, TxnWrite
+from runrecord.steps.base import QUORUM
+
+if TYPE_CHECKING:
+    from checkers.simulate.simulator import Simulator
 
 # The schedule's transactional producer's transaction.timeout.ms, as a run sets it: past it
 # the coordinator aborts the transaction and bumps the producer's epoch.
@@ -101,11 +102,12 @@ class Marker:
     skipped: bool = False  # the coordinator dropped it, finding no leader (KAFKA-20734)
 
 
-class Transactions(Replication):
-    """The producer's open transaction and the coordinator's pending markers."""
+class Transactions:
+    """The producer's open transaction and the coordinator's pending markers: a part of the
+    simulator (`Simulator.transactions`)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
         self.txn: Txn | None = None
         self.txns = 0  # transactions begun
         self.markers: list[Marker] = []
@@ -123,9 +125,9 @@ class Transactions(Replication):
 
     def begin_txn(self) -> Txn:
         if self.txn is None:
-            self.txn = Txn(self.txns, self.time, self._step)
+            self.txn = Txn(self.txns, self.sim.time, self.sim._step)
             self.txns += 1
-            self._event(f"transaction {self.txn.id} begins")
+            self.sim._event(f"transaction {self.txn.id} begins")
         return self.txn
 
     def end_txn(self, kind: str, why: str) -> Marker:
@@ -133,50 +135,11 @@ class Transactions(Replication):
         assert self.txn is not None
         marker = Marker(self.txn.id, kind)
         self.markers.append(marker)
-        self._event(f"transaction {self.txn.id} ends: {kind} ({why})")
+        self.sim._event(f"transaction {self.txn.id} ends: {kind} ({why})")
         self.txn = None
         return marker
 
     # -- the steps -------------------------------------------------------------------------
-
-    def _do_txnwrite(self, step: TxnWrite) -> dict[str, Any]:
-        """A write within the transaction (begun here if none is open). A transaction is
-        begun only once the coordinator is done with the last one (it answers
-        CONCURRENT_TRANSACTIONS until every marker is written), and a write is sent only
-        with the ISR at min.insync.replicas: a transactional producer retries
-        NOT_ENOUGH_REPLICAS, where a `produce` step is refused at once. Of a write that
-        spans background partitions, the model follows the schedule's partition's batch; a
-        run tells it where the others could not be written (SimOptions.unserved) or were
-        not acknowledged (the schedule is then counted apart)."""
-        if self.v1:
-            raise Skip("transactions need message format v2 (Kafka 0.11, KIP-98)")
-        if self.txn is not None and self.txn.failed:
-            raise Skip(FAILED_TXN)
-        self._after_late_end()
-        self._races_timeout("write")
-        pending = self.pending_markers()
-        if self.txn is None and pending:
-            raise Skip(
-                f"the coordinator still writes the {pending[0].kind} marker of transaction "
-                f"{pending[0].txn} (CONCURRENT_TRANSACTIONS)"
-            )
-        min_isr = self.cluster.topic_config.min_insync_replicas
-        if self.ctl.leader is not None and len(self.ctl.isr) < min_isr:
-            raise Skip(f"ISR {self.ctl.isr} below min.insync.replicas={min_isr}")
-        begin = self.txn is None
-        txn = self.txns if self.txn is None else self.txn.id
-        targets = self._write(step.count, "all", Role.LEADER, txn, begin=begin)
-        write = self.writes[-1]
-        if self.txn is not None and self.txn.id == txn:  # not timed out while it waited
-            self.txn.writes.append(write.id)
-            self.txn.failed |= not write.acknowledged
-        return {**targets, "transaction": txn, "acknowledged": write.acknowledged}
-
-    def _do_txncommit(self, step: TxnCommit) -> dict[str, Any]:
-        return self._end_txn(COMMIT, step.held)
-
-    def _do_txnabort(self, step: TxnAbort) -> dict[str, Any]:
-        return self._end_txn(ABORT, step.held)
 
     def _end_txn(self, kind: str, held: bool | None) -> dict[str, Any]:
         if self.txn is None:
@@ -194,26 +157,27 @@ class Transactions(Replication):
             # before anything is sent, and the epoch bump after it fences the held request
             # (on 3.5.2: a late ABORT of such a transaction left the next one alone).
             self.held_end = kind
-            self.held_fenced = self.txn.failed and self.abort_bumps_epoch
+            self.held_fenced = self.txn.failed and self.sim.abort_bumps_epoch
             why += ", its first EndTxn held on the wire and retried"
         marker = self.end_txn(kind, why)
-        self.settle()
+        self.sim.control.settle()
         return {"transaction": marker.txn, "marker": kind}
 
     def _races_timeout(self, what: str) -> None:
         """A step of the producer's inside the step its transaction's timeout fell in, by
         the run's clock: which came first is what the model cannot place."""
         s = self.txn.straddled if self.txn is not None else None
-        if s is not None and s[0] == self._step and not self.cannot_predict:
+        if s is not None and s[0] == self.sim._step and not self.cannot_predict:
             self.cannot_predict.append(
-                f"the producer's {what} at step {self._step} raced the coordinator's abort of "
+                f"the producer's {what} at step {self.sim._step} raced the coordinator's abort of "
                 f"transaction {self.txn.id} at its timeout"  # type: ignore[union-attr]
             )
 
     def _after_late_end(self) -> None:
         if self.late_ended and not self.cannot_predict:
             self.cannot_predict.append(
-                f"the producer goes on at step {self._step} with a transaction a late EndTxn ended"
+                f"the producer goes on at step {self.sim._step} with a transaction a late "
+                "EndTxn ended"
             )
 
     def deliver_held_end(self) -> str | None:
@@ -223,44 +187,38 @@ class Transactions(Replication):
         if kind is None:
             return None
         if self.held_fenced:
-            self._event(f"the late {kind} is fenced: the producer's epoch was bumped since")
+            self.sim._event(f"the late {kind} is fenced: the producer's epoch was bumped since")
             return "fenced"
         if self.txn is None:
-            self._event(f"the late {kind} finds no transaction open: nothing changes")
+            self.sim._event(f"the late {kind} finds no transaction open: nothing changes")
             return "nothing open"
         self.end_txn(kind, "a late EndTxn")
         self.late_ended += 1
         return f"ended transaction {self.markers[-1].txn}"
 
-    def _write(
-        self, count: int, acks: str, to: Any, txn: int | None = None, *, begin: bool = False
-    ) -> dict[str, Any]:
-        raise NotImplementedError  # the steps' layer (Simulator) writes
-
-    def settle(self) -> None:
-        raise NotImplementedError  # the control plane's (ControlPlane)
-
     # -- the coordinator ---------------------------------------------------------------------
 
-    def between_steps(self) -> None:
+    def before_step(self) -> None:
         """What the wall clock did before a step began: a coordinator's request that timed
         out meanwhile (`_held_by_zombie`) is sent again ahead of the step, and a transaction
         past its timeout is aborted."""
         self._follow_coordinator()
-        clocked = self.txn is not None and bool(self.options.step_seconds)
+        clocked = self.txn is not None and bool(self.sim.options.step_seconds)
         if clocked:
             self._time_out_transactions()
         if self.pending_markers() and (self._write_markers() or clocked):
-            self.settle()
+            self.sim.control.settle()
 
     def _write_markers(self) -> bool:
         """The coordinator's markers reaching the partition's leader (`settle`)."""
-        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
+        lead = (
+            self.sim.replicas.get(self.sim.ctl.leader) if self.sim.ctl.leader is not None else None
+        )
         changed = False
         for m in self.pending_markers():
             if self._held_by_zombie(m):
                 break
-            if self.ctl.leader is None and self.skips_leaderless:
+            if self.sim.ctl.leader is None and self.sim.skips_leaderless:
                 if (zombie := self._stale_coordinator()) is not None:
                     self._cannot(
                         f"the coordinator may be broker {zombie}, cut off from the quorum: its "
@@ -272,13 +230,13 @@ class Transactions(Replication):
                 # the metadata cache gives no leader for as deleted: it drops the marker and
                 # completes the transaction (KAFKA-20734; 4.2.2 queued it until a leader came).
                 m.done = m.skipped = True
-                self._event(
+                self.sim._event(
                     f"the coordinator finds no leader for the partition and skips the "
                     f"{m.kind} marker of transaction {m.txn}, as if the partition were deleted"
                 )
                 changed = True
                 continue
-            if lead is None or lead.role != LEADER or not self.alive(lead.broker):
+            if lead is None or lead.role != LEADER or not self.sim.alive(lead.broker):
                 break
             tag = f"m{m.txn}.{len(m.epochs) - 1}"
             mine = next((b for b in lead.batches if b.tag == tag), None)
@@ -286,17 +244,17 @@ class Transactions(Replication):
                 # Appended in this epoch: done once the high watermark passes it.
                 if lead.hw > mine.last:
                     m.done = True
-                    self._event(f"the {m.kind} marker of transaction {m.txn} is committed")
+                    self.sim._event(f"the {m.kind} marker of transaction {m.txn} is committed")
                     changed = True
                 continue
-            if len(lead.isr) < self.cluster.topic_config.min_insync_replicas:
+            if len(lead.isr) < self.sim.cluster.topic_config.min_insync_replicas:
                 break  # NOT_ENOUGH_REPLICAS: the coordinator retries
             tag = f"m{m.txn}.{len(m.epochs)}"
-            epoch = -1 if self.v1 else lead.epoch
-            self._append(lead, [SimBatch(lead.leo, lead.leo, epoch, tag, m.txn, True)])
+            epoch = -1 if self.sim.v1 else lead.epoch
+            self.sim._append(lead, [SimBatch(lead.leo, lead.leo, epoch, tag, m.txn, True)])
             m.epochs.append(lead.epoch)
-            m.sent_to, m.sent_at = lead.broker, self._step
-            self._event(
+            m.sent_to, m.sent_at = lead.broker, self.sim._step
+            self.sim._event(
                 f"broker {lead.broker} appends the {m.kind} marker of transaction {m.txn} "
                 f"at {lead.leo - 1} in epoch {lead.epoch}"
             )
@@ -311,23 +269,27 @@ class Transactions(Replication):
         leads that log in its own metadata and answers the producer, which keeps the
         coordinator it found (seen on 4.3.1: broker 4, cut off, logged 'Creating new marker
         queue map to destination broker 4' for the abort, its own stale leader)."""
-        if self.cluster.mode != "kraft" or self._stale_coordinator() is not None:
+        if self.sim.cluster.mode != "kraft" or self._stale_coordinator() is not None:
             return
-        told = self.told_coordinator()
+        told = self.sim.told_coordinator()
         if told is not None:
             self.coordinating, self.coordinator_told = told, True
             return
         c = self.coordinating
-        if c is None or not self.alive(c) or (not self.registered(c) and self.can_talk(c, QUORUM)):
-            self.coordinating, self.coordinator_told = self.coordinator(), False
+        if (
+            c is None
+            or not self.sim.alive(c)
+            or (not self.sim.registered(c) and self.sim.can_talk(c, QUORUM))
+        ):
+            self.coordinating, self.coordinator_told = self.sim.coordinator(), False
 
     def _stale_coordinator(self) -> int | None:
         """The coordinator a run told the model of, when it runs cut off from the quorum
         (its metadata is stale). A guessed one is not enough to doubt the controller's view."""
         c = self.coordinating
-        if c is None or not self.coordinator_told or not self.alive(c):
+        if c is None or not self.coordinator_told or not self.sim.alive(c):
             return None
-        return None if self.can_talk(c, QUORUM) else c
+        return None if self.sim.can_talk(c, QUORUM) else c
 
     def _cannot(self, why: str) -> None:
         if why not in self.cannot_predict:
@@ -342,28 +304,28 @@ class Transactions(Replication):
         WriteTxnMarkers request was cancelled at 30 s and the marker queued anew). The run's
         clock (`SimOptions.step_seconds`) says when; where the timeout fell inside a step,
         the resend is followed only if where it goes did not change since the step before."""
-        if m.sent_to is None or m.sent_to == self.ctl.leader:
+        if m.sent_to is None or m.sent_to == self.sim.ctl.leader:
             return False
-        r = self.replicas.get(m.sent_to)  # None: a reassignment took its replica away
+        r = self.sim.replicas.get(m.sent_to)  # None: a reassignment took its replica away
         zombie = (
             r is not None
-            and self.nodes[m.sent_to].status != STOPPED
+            and self.sim.nodes[m.sent_to].status != STOPPED
             and r.role == LEADER
             and r.epoch == m.epochs[-1]
         )
         timed_out = self._wall_passed(m.sent_at, REQUEST_TIMEOUT_S) if zombie else False
         target = self._marker_target()
         if zombie and not timed_out:
-            if m.watched and m.watched[-1][0] == self._step:
-                m.watched[-1] = (self._step, target)
+            if m.watched and m.watched[-1][0] == self.sim._step:
+                m.watched[-1] = (self.sim._step, target)
             else:
-                m.watched.append((self._step, target))
+                m.watched.append((self.sim._step, target))
             if timed_out is None and m.straddled is None:
-                m.straddled = self._step
+                m.straddled = self.sim._step
             return True
         if timed_out:
             self.clock_used = True
-            self._event(
+            self.sim._event(
                 f"the coordinator's request to broker {m.sent_to} times out "
                 f"(request.timeout.ms {REQUEST_TIMEOUT_S:g} s, by the run's clock)"
             )
@@ -381,9 +343,11 @@ class Transactions(Replication):
     def _marker_target(self) -> tuple[Any, ...]:
         """Where a marker sent now would go, and what it would find there: the leader, its
         epoch and log end, and whether its ISR takes an acks=all write."""
-        lead = self.replicas.get(self.ctl.leader) if self.ctl.leader is not None else None
-        enough = len(self.ctl.isr) >= self.cluster.topic_config.min_insync_replicas
-        return (self.ctl.leader, self.ctl.epoch, lead.leo if lead else None, enough)
+        lead = (
+            self.sim.replicas.get(self.sim.ctl.leader) if self.sim.ctl.leader is not None else None
+        )
+        enough = len(self.sim.ctl.isr) >= self.sim.cluster.topic_config.min_insync_replicas
+        return (self.sim.ctl.leader, self.sim.ctl.epoch, lead.leo if lead else None, enough)
 
     def _wall_passed(self, since: int, seconds: float) -> bool | None:
         """Whether `seconds` of wall-clock time from some moment in step `since` had passed
@@ -391,15 +355,15 @@ class Transactions(Replication):
         (`SimOptions.step_seconds`): False while they surely had not by its end, None where
         the clock does not say (none given, or the moment falls inside this step). At the
         final heal, False: the heal answers what still waits."""
-        clock = self.options.step_seconds
-        if self._step < 0:
+        clock = self.sim.options.step_seconds
+        if self.sim._step < 0:
             return False
-        if len(clock) <= self._step or since < 0:
+        if len(clock) <= self.sim._step or since < 0:
             return None
         starts = [sum(clock[:i]) for i in range(len(clock) + 1)]
-        if starts[since + 1] + seconds <= starts[self._step]:
+        if starts[since + 1] + seconds <= starts[self.sim._step]:
             return True
-        if starts[since] + seconds >= starts[self._step + 1]:
+        if starts[since] + seconds >= starts[self.sim._step + 1]:
             return False
         return None
 
@@ -407,20 +371,20 @@ class Transactions(Replication):
         """The coordinator aborts a transaction open longer than its timeout: by the run's
         clock where there is one (`between_steps`), else by the model's time (`advance`).
         A run's coordinator looks for them every ABORT_SCAN_S."""
-        if self.options.timeout_aborts:
-            if self._step + 1 in self.options.timeout_aborts_within:
-                self._straddle(self._step)  # told it fell inside this step
-            self.abort_if_told(self._step)
+        if self.sim.options.timeout_aborts:
+            if self.sim._step + 1 in self.sim.options.timeout_aborts_within:
+                self._straddle(self.sim._step)  # told it fell inside this step
+            self.abort_if_told(self.sim._step)
             return
         if self.txn is None or not self._coordinator_up():
             return
-        if not self.options.step_seconds:
-            if self.time - self.txn.started >= TXN_TIMEOUT_S:
+        if not self.sim.options.step_seconds:
+            if self.sim.time - self.txn.started >= TXN_TIMEOUT_S:
                 self._abort_at_timeout()
             return
         passed = self._wall_passed(self.txn.begun_at, TXN_TIMEOUT_S + ABORT_SCAN_S)
         if passed is None:
-            self._straddle(self._step)  # inside this step
+            self._straddle(self.sim._step)  # inside this step
         if not passed:
             return
         self.clock_used = True
@@ -430,7 +394,7 @@ class Transactions(Replication):
     def abort_if_told(self, before: int) -> None:
         """The coordinator aborts the open transaction where the run saw it abort at the
         timeout: before step `before`'s fault took effect (`SimOptions.timeout_aborts`)."""
-        if self.txn is not None and before in self.options.timeout_aborts:
+        if self.txn is not None and before in self.sim.options.timeout_aborts:
             self.clock_used = True
             self.abort_unplaced()
             self._abort_at_timeout()
@@ -440,7 +404,7 @@ class Transactions(Replication):
         told in the heal, which may bring the partition back, is followed as at its end
         where the marker would go the same (`abort_unplaced`)."""
         self.abort_if_told(steps)
-        if steps + 1 in self.options.timeout_aborts:
+        if steps + 1 in self.sim.options.timeout_aborts:
             self._straddle(-1)
 
     def _straddle(self, step: int) -> None:
@@ -466,7 +430,7 @@ class Transactions(Replication):
         """Some broker could lead the coordinator's log and abort: running, with a session
         (a run's log has a replica on every broker and min.insync.replicas 1). With none,
         the abort waits for the next coordinator, which aborts once it has loaded the log."""
-        return any(self.alive(b) and self.registered(b) for b in self.nodes)
+        return any(self.sim.alive(b) and self.sim.registered(b) for b in self.sim.nodes)
 
     def _abort_at_timeout(self) -> None:
         self.end_txn(ABORT, f"open longer than transaction.timeout.ms {TXN_TIMEOUT_S:g} s")
@@ -474,13 +438,13 @@ class Transactions(Replication):
         self.held_fenced = True
 
 
-def hang_cause(sim: Transactions, batches: list[SimBatch], first: int) -> str:
+def hang_cause(sim: Simulator, batches: list[SimBatch], first: int) -> str:
     """Why the transaction open at `first` on a final log hangs, by the rule a run judges
     (runrecord.outcome.hang_cause): its coordinator skipped the marker (KAFKA-20734), a
     power loss dropped the tail past its start, or the marker was appended and lost
     (KAFKA-20716)."""
     txn = next((b.txn for b in batches if b.base == first), None)
-    skipped = any(m.skipped for m in sim.markers if m.txn == txn)
+    skipped = any(m.skipped for m in sim.transactions.markers if m.txn == txn)
     return cause_of_hang(skipped, first, sim.power_drops)
 
 

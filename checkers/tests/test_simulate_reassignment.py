@@ -60,7 +60,7 @@ def test_an_added_replica_cut_from_the_leader_leaves_the_reassignment_in_flight(
     assert s.assignment == [1, 3, 4, 2] and sorted(s.ctl.isr) == [1, 2, 3]
     assert s.apply(Reassign(prefer=3)).note == "a reassignment to [1, 3, 4] is in flight"
     s.apply(Heal())
-    assert s.reassignment is None and s.assignment == [1, 3, 4]
+    assert s.reassignments.reassignment is None and s.assignment == [1, 3, 4]
 
 
 def test_what_completes_a_reassignment_depends_on_the_release() -> None:
@@ -72,13 +72,13 @@ def test_what_completes_a_reassignment_depends_on_the_release() -> None:
         s = sim(release)
         s.apply(Kill(2))
         s.apply(Reassign(add=4, remove=3))
-        outcomes[release] = s.reassignment is None
+        outcomes[release] = s.reassignments.reassignment is None
     assert outcomes == {"3.7.1": True, "3.9.2": False, "4.3.1": True}
     s = sim("3.9.2")
     s.apply(Kill(2))
     s.apply(Reassign(add=4, remove=3))
     s.apply(Restart(2))
-    assert s.reassignment is None and s.assignment == [1, 2, 4]
+    assert s.reassignments.reassignment is None and s.assignment == [1, 2, 4]
 
 
 def test_a_reassignment_keeps_two_replicas() -> None:

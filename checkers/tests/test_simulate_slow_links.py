@@ -34,11 +34,11 @@ def test_a_slow_link_replicates_as_usual_and_is_lifted_by_a_heal() -> None:
     assert sim.apply(Slow(B, C, 30)).targets == {"a": B, "b": C, "rate": 30}
     assert sim.apply(Slow(B, C, 30)).status == "skipped"  # slowed already
     sim.apply(Produce(3))
-    assert sim.replicas[C].leo == 5 and sim.slow_receivers() == {C}
-    assert not sim.cannot_predict  # without a filler nothing comes late
+    assert sim.replicas[C].leo == 5 and sim.slow.slow_receivers() == {C}
+    assert not sim.transactions.cannot_predict  # without a filler nothing comes late
     assert sim.linked(B, C)  # slow, not cut
     assert sim.apply(Heal(C, B)).status == "done"
-    assert sim.slow_receivers() == set()
+    assert sim.slow.slow_receivers() == set()
     sim.apply(Slow(A, C, 10))
     assert sim.apply(Heal()).targets["links"] == ["1->3"]
 

@@ -32,6 +32,11 @@ def _check_acks(value: Any) -> tuple[Any, str | None]:
 _check_filler = int_in(1, MAX_FILLER_KB, f"must be a number of KB from 1 to {MAX_FILLER_KB}")
 
 
+# An acks=all write the ISR does not complete is answered with a timeout after this long:
+# the producer's request.timeout.ms, as a replay sends it.
+REQUEST_TIMEOUT = 8.0
+
+
 @dataclass(frozen=True)
 class Produce(StepKind):
     """Write `count` records in one batch to `to` (the current leader), with `acks`. An
@@ -39,7 +44,7 @@ class Produce(StepKind):
     REQUEST_TIMEOUT seconds (the producer's request.timeout.ms, as a replay sends it):
     the step takes that long, and sessions and checkpoints run on meanwhile."""
 
-    REQUEST_TIMEOUT: ClassVar[float] = 8.0
+    REQUEST_TIMEOUT: ClassVar[float] = REQUEST_TIMEOUT
 
     KIND: ClassVar[str] = "produce"
     count: int = field(metadata=checked(check_count))

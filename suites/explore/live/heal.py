@@ -1,5 +1,5 @@
 """The end of a schedule on real brokers: everything healed, as the simulator's `finish`
-does it (checkers.simulate.steps)."""
+does it (checkers.simulate.simulator)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The KRaft controller quorum's faults, as a schedule's `quorum` step runs them on real
-nodes (runrecord.schedule_steps.Quorum; the model's side: checkers.simulate.steps)."""
+nodes (runrecord.steps.quorum.Quorum; the model's side: checkers.simulate.rules.quorum)."""
 
 from __future__ import annotations
 

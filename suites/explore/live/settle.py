@@ -27,7 +27,7 @@ def settle(cluster: Cluster, topic: str, sim: Simulator, since: dict[int, int]) 
     `since`: each broker's log mark at its last start (suites.broker_logs)."""
     # Behind a slow link a replica's log end is late by the link's rate, not the model's to
     # say (checkers.simulate.slow_links).
-    late = sim.slow_receivers()
+    late = sim.slow.slow_receivers()
     expected = (
         sim.ctl.leader if sim.ctl.leader is not None else -1,
         tuple(sorted(sim.ctl.isr)),
