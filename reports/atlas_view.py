@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from basics.errors import LogforkError
+from basics.paths import PROJECT_ROOT
 from basics.releases import Release
 from fixtures.catalog import Section, render
 from reports.render import _common, environment
@@ -169,7 +170,7 @@ def markdown_from(path: Path) -> str:
 
 # -- the README's grid ------------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT_ROOT
 PUBLISHED = ROOT / "docs" / ATLAS_JSON  # the atlas the README shows, copied from a run
 WRITE = "python -m reports.atlas_view --write"
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from basics.errors import LogforkError
+from basics.paths import PROJECT_ROOT
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,7 +39,6 @@ DEFAULT_MASTER = "local[*]"
 # own redaction (spark.redaction.regex) keeps secrets out of its UI and logs.
 FORWARDED_ENV = ("AWS_",)
 MASTER_ENV = "LOGFORK_SPARK_MASTER"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 _LOG4J2 = """\
 status = error

@@ -19,6 +19,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from basics.paths import PROJECT_ROOT
 from runrecord.cell import CellKey, CellVerdict
 from runrecord.outcome import Outcome
 from runrecord.typed import RunRecordError, read_json, write_json
@@ -29,7 +30,7 @@ PRODUCT = ("fixtures", "observe", "faults", "checkers", "runrecord", "reports", 
 
 def source_digest() -> str:
     """A digest of the product's Python source (tests left out): what judged a verdict."""
-    root = Path(__file__).resolve().parent.parent
+    root = PROJECT_ROOT
     digest = hashlib.sha256()
     for package in PRODUCT:
         for path in sorted((root / package).rglob("*.py")):

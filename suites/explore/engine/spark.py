@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from basics.errors import SetupError
+from basics.paths import PROJECT_ROOT
 from fixtures.waiting import WaitTimeout, wait_until
 from reports.outputs import as_location, child, get_tree, put_tree, remove
 from reports.render import INDEX_JSON, load_entries, write_index
@@ -78,7 +79,6 @@ NOT_MERGED = (
 )
 LOG_TAIL = 12  # lines of a failed shard's output kept in its record
 EXECUTOR_WAIT = 120.0  # for the first executor to register (the cluster grants them)
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def deal(ranked: list[Candidate], shards: int) -> list[list[tuple[int, Candidate]]]:
