@@ -24,6 +24,7 @@ from runrecord.schedule import (
     validate,
     write_schedule,
 )
+from runrecord.schedule_expect import version_parts
 from runrecord.steps.base import QUORUM, Role
 from runrecord.steps.disks import MoveDir
 from runrecord.steps.elections import ElectPreferred, ElectUnclean
@@ -460,5 +461,18 @@ def test_every_finding_is_a_valid_schedule_with_its_write_up() -> None:
     for path in files:
         validate(load_schedule(path))
         first = path.with_suffix(".md").read_text().splitlines()[0]
-        # A bug still open has no fixing release: `none` (docs/findings/KAFKA-20716.md).
-        assert re.fullmatch(r"bad: [\d.]+ good: ([\d.]+|none) mode: (zk|kraft)", first), path
+        header = re.fullmatch(
+            r"bad: ([\d.]+) good: ([\d.]+|none) mode: (zk|kraft) "
+            r"kind: (fixed|regression|unfixed) jira: (KAFKA-\d+|none)",
+            first,
+        )
+        assert header, (path, first)
+        bad, good, _, kind, _ = header.groups()
+        # good: the first fixed release (fixed), the last before the bug (regression), or
+        # none (unfixed: a bug still open has no fixing release, docs/findings/KAFKA-20716.md)
+        if kind == "unfixed":
+            assert good == "none", path
+        else:
+            assert good != "none", path
+            newer = version_parts(good) > version_parts(bad)
+            assert newer == (kind == "fixed"), (path, kind, bad, good)
