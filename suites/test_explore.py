@@ -441,6 +441,7 @@ def test_a_small_explore_finds_and_shrinks(kafka_target, logfork_runs, capsys):
     out_dir = logfork_runs / f"explore-{release}-seed1"
     args = ["explore", "--kafka-version", kafka_target.kafka, "--seed", "1", "--budget", "2"]
     args += ["--unclean", "--out", str(out_dir), "--shrink-findings", "1", "--shrink-runs", "4"]
+    args += ["--confirm-runs", "2"]  # the gate, shortened (its rule: shrink's unit tests)
     args += ["--parallel", "1"]
     code = cli.main(args)
     out = capsys.readouterr().out

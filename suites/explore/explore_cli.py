@@ -130,6 +130,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="real runs for shrinking one finding, confirmations included (24)",
     )
     parser.add_argument(
+        "--confirm-runs",
+        type=int,
+        default=5,
+        metavar="N",
+        help="fresh runs in a row a shrunk finding must fail before it is written; where its "
+        "minimal does not, the schedules taken before it are tried, back to the original (5)",
+    )
+    parser.add_argument(
         "--shrink-findings",
         type=int,
         default=3,
@@ -209,6 +217,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         guided=not args.no_guidance,
         pool=args.pool,
         shrink_runs=args.shrink_runs,
+        confirm_runs=args.confirm_runs,
         shrink_findings=args.shrink_findings,
         reuse=not args.fresh,
         report=not args.no_report,

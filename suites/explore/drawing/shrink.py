@@ -23,6 +23,11 @@ or the budget of runs is spent:
 
 Every candidate is checked as a schedule file would be (an invalid one is never run), and
 a candidate already tried is not run again.
+
+Two runs in a row are cheap evidence, enough to search with, and a race can pass them: the
+minimal handed over must also pass a `gate` (fresh runs in a row, every one failing the
+same way). Where it does not, the schedules taken before it are gated in turn, the
+latest first, back to the original: the finding is the smallest that passed.
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ class ShrinkResult:
     attempts: list[Attempt] = field(default_factory=list)
     runs: int = 0
     exhausted: bool = False  # the budget ran out before no pass made progress
+    gate: int = 0  # runs in a row the minimal had to fail before it was handed over
+    gated: bool = False  # the minimal passed the gate (False also when none was asked)
 
     def log(self) -> list[str]:
         lines = []
@@ -320,6 +327,7 @@ class _Shrinker:
         # schedule at once, so this is the smallest so far, also when the budget runs out in
         # the middle of a pass that had already improved on its start.
         self.smallest: Schedule | None = None
+        self.taken: list[Schedule] = []  # every candidate taken, in order (for the gate)
         self._lock = threading.Lock()  # the run count, with several runners at once
 
     def _run(self, schedule: Schedule, runner: Runner | None = None) -> str | None:
@@ -456,7 +464,27 @@ class _Shrinker:
         smallest so far."""
         if verdict == FAILING:
             self.smallest = candidate
+            self.taken.append(candidate)
         return verdict == FAILING
+
+    def passes_gate(self, candidate: Schedule, runs: int) -> bool:
+        """Does the candidate fail `runs` fresh runs in a row, the same way? Recorded as an
+        attempt; the gate's runs are counted but never refused for the budget (a finding
+        handed over unconfirmed would cost more than they do)."""
+        attempt = Attempt(
+            len(self.attempts) + 1, f"the gate: {runs} runs in a row", len(candidate.steps),
+            [], FAILING, candidate,
+        )  # fmt: skip
+        self.attempts.append(attempt)
+        for _ in range(runs):
+            with self._lock:
+                self.runs += 1
+            result = self.runners[0](candidate)
+            attempt.runs.append(result)
+            if not self._matches(result):
+                attempt.verdict = FLAKY if any(attempt.runs) else PASSING
+                return False
+        return True
 
     def _matches(self, result: str | None) -> bool:
         if result is None:
@@ -479,6 +507,7 @@ def shrink(
     seen: str | None = None,
     more_runners: Sequence[Runner] = (),
     tried: dict[str, str] | None = None,
+    gate: int = 0,
 ) -> ShrinkResult:
     """Shrink `schedule` against `runner` within `budget` runs. The minimal schedule keeps
     the original's seed; its origin says where it came from. `prescreen` (the protocol
@@ -490,7 +519,8 @@ def shrink(
     where the runs come out the same. `tried`: the verdicts of earlier shrinks of the same
     finding, by schedule, shared and added to, so that a schedule that passed in one is not
     taken in the next on two lucky runs (a candidate that is only sometimes failing is a race
-    the minimal must not hide)."""
+    the minimal must not hide). `gate`: fresh runs in a row the minimal must fail before it
+    is handed over (0: none); the module's docstring says what happens where it does not."""
     s = _Shrinker([runner, *more_runners], budget, confirm, same_failure, prescreen, tried)
     result = ShrinkResult(schedule, schedule, None, False)
     first = Attempt(1, "the original", len(schedule.steps), [], PASSING, schedule)
@@ -529,7 +559,24 @@ def shrink(
     except _Budget:
         result.exhausted = True
     result.minimal = s.smallest
+    if gate > 0:
+        result.gate = gate
+        result.minimal, result.gated = _through_gate(s, schedule, gate)
     return _finish(result, s, reproducible=True)
+
+
+def _through_gate(s: _Shrinker, original: Schedule, gate: int) -> tuple[Schedule, bool]:
+    """The latest schedule taken (the original last) that fails `gate` runs in a row; the
+    original, ungated, where none does."""
+    seen: set[str] = set()
+    for candidate in [*reversed(s.taken), original]:
+        key = _key(candidate)
+        if key in seen:
+            continue
+        seen.add(key)
+        if s.passes_gate(candidate, gate):
+            return candidate, True
+    return original, False
 
 
 def _finish(result: ShrinkResult, s: _Shrinker, *, reproducible: bool) -> ShrinkResult:
@@ -546,6 +593,8 @@ def _finish(result: ShrinkResult, s: _Shrinker, *, reproducible: bool) -> Shrink
                 "shrunk_failure": s.failure,
             }
         )
+        if result.gated:
+            origin["confirmed"] = f"failed {result.gate} of {result.gate} runs"
         result.minimal = replace(result.minimal, origin=origin)
     return result
 

@@ -81,6 +81,7 @@ class ExploreOptions:
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
     shrink_runs: int = 24  # real runs for each shrinking, confirmations included
+    confirm_runs: int = 5  # fresh runs in a row a minimal must fail (`shrink`'s gate)
     shrink_findings: int = 3  # findings shrunk (first of each kind and cause, divergence first)
     reuse: bool = True
     report: bool = True
@@ -324,6 +325,7 @@ class Explorer:
                 seen=shown,
                 more_runners=more,
                 tried=tried,
+                gate=self.options.confirm_runs,
             )
 
         result = on_brokers(start, budget, seen)
@@ -339,6 +341,10 @@ class Explorer:
         if not result.reproducible and start is not schedule:
             self.say("  the brokers did not confirm the model's minimal: shrinking the original")
             result = on_brokers(schedule, budget, failure)
+        if result.gated:
+            self.say(
+                f"  confirmed: {len(result.minimal.steps)} steps failed {result.gate} runs in a row"
+            )
         found = self.finding(k, entry, result, last_failing.get(_key(result.minimal)))
         runs = tally.get(_key(result.minimal), [])
         found.minimal_runs, found.minimal_failed = len(runs), sum(runs)
@@ -352,6 +358,9 @@ class Explorer:
         failure = entry.failure or "finding"
         if not result.reproducible:
             return self.unshrunk(entry, "did not fail again when re-run (flaky)", result.runs)
+        if result.gate and not result.gated:
+            why = f"no schedule of it failed {result.gate} runs in a row (a race)"
+            return self.unshrunk(entry, why, result.runs)
         named = f"{failure}-{entry.cause}" if entry.cause else failure
         file = self.out / "findings" / f"{k}-{named.replace('@', '-')}.json"
         file.parent.mkdir(parents=True, exist_ok=True)

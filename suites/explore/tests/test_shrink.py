@@ -325,3 +325,44 @@ def test_a_schedule_that_passed_in_an_earlier_shrink_is_not_taken_later() -> Non
     assert again.reproducible
     assert all(s.steps != minimal.steps for s in calls)  # never run again, never taken
     assert again.minimal.steps != minimal.steps
+
+
+def test_the_minimal_handed_over_fails_every_run_of_the_gate() -> None:
+    result = shrink(PADDED, TRUTH, budget=400, gate=5)
+    gated = [a for a in result.attempts if a.change == "the gate: 5 runs in a row"]
+    assert result.gated and len(gated) == 1 and gated[0].runs == ["diverged"] * 5
+    assert gated[0].schedule is not None and gated[0].schedule.steps == result.minimal.steps
+    assert result.minimal.origin["confirmed"] == "failed 5 of 5 runs"
+    _check_log(result)
+
+
+def test_a_racy_minimal_gives_way_to_the_latest_schedule_that_passes_the_gate() -> None:
+    # Schedules of fewer than 11 steps (the model's minimal has 8) fail two runs in three:
+    # two in a row pass the search often enough, never the gate.
+    counts: dict[int, int] = {}
+
+    def racy(schedule: Schedule) -> str | None:
+        truth = TRUTH(schedule)
+        if truth is None or len(schedule.steps) >= 11:
+            return truth
+        n = counts[len(schedule.steps)] = counts.get(len(schedule.steps), 0) + 1
+        return truth if n % 3 != 0 else None
+
+    result = shrink(PADDED, racy, budget=400, gate=5)
+    assert result.gated and len(result.minimal.steps) >= 11
+    assert TRUTH(result.minimal) == "diverged"
+    gates = [a for a in result.attempts if a.change.startswith("the gate")]
+    assert all(a.verdict != FAILING for a in gates[:-1]) and gates[-1].verdict == FAILING
+    assert any(len(a.schedule.steps) < 11 for a in gates[:-1] if a.schedule is not None)
+
+
+def test_a_finding_no_schedule_of_which_passes_the_gate_keeps_its_original() -> None:
+    calls = [0]
+
+    def third_passes(schedule: Schedule) -> str | None:
+        calls[0] += 1
+        return None if calls[0] % 3 == 0 else TRUTH(schedule)
+
+    result = shrink(PADDED, third_passes, budget=60, gate=5)
+    assert result.reproducible and not result.gated and result.minimal.steps == PADDED.steps
+    assert "confirmed" not in result.minimal.origin
