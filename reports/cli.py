@@ -10,11 +10,15 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from basics.errors import LogforkError
 from basics.protocol import Protocol
 from reports.spark import MASTER_ENV
 from runrecord import exits
+
+if TYPE_CHECKING:
+    from reports.engine_local import Judged
 
 EXIT_OK, EXIT_BAD_INPUT = exits.OK, exits.USAGE
 
@@ -132,13 +136,18 @@ def report_run(
     engine: str = "local",
     master: str | None = None,
     index: bool = True,
+    judged: Judged | None = None,
 ) -> Path:
     """The report of one run, written into `out` (whose index.html gains the run, unless
-    `index` is false: `logfork atlas` writes its own index)."""
-    from reports.pipeline import run_pipeline
+    `index` is false: `logfork atlas` writes its own index). `judged`: what the run judged
+    itself, which the report renders as it is; without it the report reads and judges the
+    run's logs with `engine`."""
+    from reports.pipeline import judged_result, run_pipeline
     from reports.render import write_reports
     from reports.sources import run_sources
 
+    if judged is not None:
+        return write_reports(judged_result(judged), out, index=index)[0]
     sources, problems = run_sources([run_dir])
     if problems:
         raise LogforkError(problems[0])
@@ -149,6 +158,6 @@ def report_run(
 def report_path(run_dir: Path, out: Path) -> Path:
     """Where `report_run` writes the report of `run_dir` in `out`."""
     from reports.render import report_name
-    from reports.sources import unique_key
+    from reports.sources import run_key
 
-    return out / report_name(unique_key(run_dir.name, set()))
+    return out / report_name(run_key(run_dir))

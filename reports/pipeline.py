@@ -19,12 +19,27 @@ from collections.abc import Sequence
 
 from basics.errors import LogforkError
 from reports import engine_local, engine_spark
+from reports.engine_local import Judged
 from reports.outputs import Location
 from reports.results import PipelineResult, assemble
-from reports.sources import RunSource
+from reports.sources import RunArtifacts, RunSource
+from runrecord.rundir import RunDir
 
 ENGINES = ("local", "spark")
 LOCAL = "this process"  # where the local engine judges every partition
+JUDGED = "the run itself"  # where a run's own judgement was made (`judged_result`)
+
+
+def judged_result(judged: Judged) -> PipelineResult:
+    """The result of what a run judged itself, assembled with its record as the run left
+    it: nothing is read from its segments or judged again."""
+    started = time.monotonic()
+    source = judged.source
+    if source.path is not None:
+        source.artifacts = RunArtifacts.read(RunDir(source.path))
+    run = assemble(source, judged.output)
+    placement = {(run.key, p.topic, p.partition): JUDGED for p in run.partitions}
+    return PipelineResult([run], "local", {"total": time.monotonic() - started}, placement)
 
 
 def run_pipeline(

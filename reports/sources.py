@@ -172,6 +172,18 @@ def run_source(run_dir: Path, key: str, *, protocol: Protocol | None = None) -> 
     return source
 
 
+def run_key(run_dir: Path) -> str:
+    """The key a run directory's report goes by when it is reported alone."""
+    return unique_key(run_dir.name, set())
+
+
+def own_source(run_dir: Path, plan: AuditPlan, protocol: Protocol) -> RunSource:
+    """A run judging its own logs while it runs: the plan of what it judges, and its record
+    as far as it goes (the deletions it made, which the history check allows for)."""
+    artifacts = RunArtifacts.read(RunDir(run_dir))
+    return RunSource(run_key(run_dir), run_dir, plan, protocol, artifacts, tables_beside=True)
+
+
 def run_sources(
     run_dirs: Sequence[Path], *, protocol: Protocol | None = None
 ) -> tuple[list[RunSource], list[str]]:

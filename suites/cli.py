@@ -47,7 +47,7 @@ def _add_target(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from fixtures.releases import resolve
     from suites import registry
-    from suites.scenario import run
+    from suites.scenario import run_judged
 
     scenario = registry.get(args.scenario)
     release = resolve(args.kafka_version).release
@@ -58,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from fixtures.disks import check_model
 
         check_model(args.power_model)
-    verdict = run(
+    done = run_judged(
         scenario,
         args.kafka_version,
         mode,
@@ -66,6 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         base_image=args.base_image,
         power_model=args.power_model,
     )
+    verdict = done.verdict
     if verdict.outcome == Outcome.SETUP_FAILED:
         # Recorded in the run directory; said here as any error about the machine is.
         where = f" (recorded in {verdict.run_dir})" if verdict.run_dir else ""
@@ -77,14 +78,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         phases = dict(verdict.phases)
         if not args.no_report:
             from reports.cli import report_run
+            from reports.engine_local import nothing_judged
 
             started = time.monotonic()
+            # The report renders what the run judged (none of its partitions, if it judged
+            # none); only a Spark engine asked for reads and judges the logs again.
             engine = "spark" if args.spark_master else args.report_engine
             path = report_run(
                 Path(verdict.run_dir),
                 Path(args.out) / "report",
                 engine=engine,
                 master=args.spark_master,
+                judged=None
+                if engine == "spark"
+                else done.judged or nothing_judged(Path(verdict.run_dir)),
             )
             phases["report"] = time.monotonic() - started
             print(f"report: {path}")
@@ -187,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--report-engine",
         choices=("local", "spark"),
         default="local",
-        help="where the report's pipeline runs (default: local, in this process)",
+        help="local (the default): the report renders what the run judged; spark: the "
+        "report's pipeline reads and judges the run's logs again on Spark",
     )
     p.add_argument(
         "--spark-master",

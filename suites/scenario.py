@@ -29,6 +29,7 @@ from fixtures.waiting import NOT_REACHED, not_reached_summary
 from observe.replicas import replica, spans
 from observe.state import StateRecorder
 from observe.timeline import Timeline
+from reports.engine_local import Judged
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair
 from runrecord.power import CUT
 from runrecord.run import RunInfo, Verdict
@@ -92,6 +93,7 @@ class RunContext:
     run: RunDir
     topic: str | None = None
     recorder: StateRecorder | None = None
+    judged: Judged | None = None  # the run's latest judgement of its logs, as its report shows it
 
     @property
     def timeline(self) -> Timeline:
@@ -263,7 +265,18 @@ def model_line(finding: Finding) -> str | None:
     return f"the model predicted {finding.predicted}; the brokers {finding.observed.kind}"
 
 
-def run(
+@dataclass
+class ScenarioRun:
+    verdict: Verdict
+    judged: Judged | None = None  # what it judged of its logs last (None: it judged none)
+
+
+def run(scenario: Scenario, kafka: str, mode: str, **options: Any) -> Verdict:
+    """`run_judged`'s verdict alone."""
+    return run_judged(scenario, kafka, mode, **options).verdict
+
+
+def run_judged(
     scenario: Scenario,
     kafka: str,
     mode: str,
@@ -271,10 +284,11 @@ def run(
     out: Path = Path("runs"),
     base_image: str | None = None,
     power_model: str | None = None,
-) -> Verdict:
+) -> ScenarioRun:
     """One run of a scenario against a fresh cluster. Writes the run directory and returns
-    the verdict; an unknown release or scenario raises before any run directory exists.
-    `power_model`: how its power losses lose data (default: the scenario's first)."""
+    the verdict, with what the run judged of its logs (what its report renders); an unknown
+    release or scenario raises before any run directory exists. `power_model`: how its
+    power losses lose data (default: the scenario's first)."""
     release = resolve(kafka).release
     expected = scenario.expected(release, mode)
     wanted = scenario.expected_symptom(release, mode)
@@ -298,7 +312,7 @@ def run(
 
     reason = scenario.not_applicable(release, mode, power_model)
     if reason:
-        return verdict(Outcome.NOT_APPLICABLE, f"not applicable: {reason}")
+        return ScenarioRun(verdict(Outcome.NOT_APPLICABLE, f"not applicable: {reason}"))
 
     spec = scenario.cluster(kafka, mode)
     spec.base_image = base_image or spec.base_image
@@ -324,10 +338,12 @@ def run(
     )
     record.write_run(info)
     timeline.phase("boot")
+    ctx: RunContext | None = None
     try:
         with cluster:
             timeline.phase("faults")
-            finding = _body(scenario, RunContext(cluster, history, record))
+            ctx = RunContext(cluster, history, record)
+            finding = _body(scenario, ctx)
             timeline.phase("teardown")
         timeline.phase("done")
         outcome, summary = judge(scenario, release, mode, finding)
@@ -363,4 +379,4 @@ def run(
     info.as_expected = result.as_expected
     info.boot = cluster.boot
     record.write_run(info)
-    return result
+    return ScenarioRun(result, ctx.judged if ctx is not None else None)

@@ -10,12 +10,16 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
 from basics.errors import NotReached
-from checkers.audit import AuditResult, audit
+from basics.protocol import Protocol
+from checkers.audit import AuditResult
+from checkers.audit.plan import plan_audit
 from checkers.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.errors import LogReadError
 from checkers.history import DURABLE_ACKS, HistoryCheck, ReadLog, check_history
@@ -26,6 +30,8 @@ from fixtures.cluster import Cluster, ClusterSpec
 from fixtures.waiting import NOT_YET, WaitTimeout, wait_until
 from observe.replicas import replica
 from observe.state import PartitionState, partition_state, wait_state
+from reports.engine_local import judge as judge_source
+from reports.sources import own_source
 from runrecord.events import deleted_below
 from runrecord.history import Send
 from runrecord.outcome import (
@@ -357,9 +363,27 @@ def judge_partitions(
     """`judge` for several partitions of the topic, from one audit of its log dirs."""
     ctx.timeline.phase("check")
     dirs = [d for node in ctx.cluster.brokers.values() for d in node.log_dirs]
-    result = audit(dirs, topic=topic, protocol=ctx.release.protocol, txn_timeout_ms=txn_timeout_ms)
-    ctx.run.write_audit(result.to_dict())
-    return judged(result, topic, partitions)
+    return judged(
+        audit_dirs(ctx, dirs, topic=topic, txn_timeout_ms=txn_timeout_ms), topic, partitions
+    )
+
+
+def audit_dirs(
+    ctx: RunContext,
+    dirs: Sequence[Path],
+    *,
+    topic: str | None = None,
+    protocol: Protocol | None = None,
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
+) -> AuditResult:
+    """The run's judgement of the log dirs (of `topic` alone, when named; by the release's
+    protocol unless told another), kept in audit.json and, with each partition's report
+    row, in `ctx.judged`: the run's report renders that judgement, not one of its own."""
+    plan = plan_audit(dirs, topic, (), txn_timeout_ms, None)
+    source = own_source(ctx.run.path, plan, protocol or ctx.release.protocol)
+    ctx.judged = judge_source(source)
+    ctx.run.write_audit(ctx.judged.audit.to_dict())
+    return ctx.judged.audit
 
 
 def judged(result: AuditResult, topic: str, partitions: list[int]) -> list[PartitionVerdict]:

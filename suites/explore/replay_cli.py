@@ -130,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.no_report and verdict.outcome.has_verdict:
         from reports.cli import report_run
 
-        print(f"report: {report_run(run.run_dir, out / 'report')}")
+        print(f"report: {report_run(run.run_dir, out / 'report', judged=run.judged)}")
     print(
         f"wall time {time.monotonic() - started:.1f}s (schedule {run.seconds:.1f}s, of which "
         f"protocol waits {run.waits:.1f}s)"

@@ -15,7 +15,6 @@ checker reads) and audits every log dir.
 
 from __future__ import annotations
 
-from checkers.audit import audit
 from checkers.checkpoints import CLEAN_SHUTDOWN
 from faults import process
 from fixtures.cluster import ClusterSpec
@@ -81,8 +80,7 @@ def body(ctx: RunContext) -> Finding:
     for b in RUNNING:  # stopped cleanly: no cleaner rewrites a segment while it is read
         process.kill(cluster, ctx.broker(b), signal="SIGTERM")
     nodes = [*cluster.brokers.values(), *cluster.controllers]
-    result = audit([d for node in nodes for d in node.log_dirs], protocol=ctx.release.protocol)
-    ctx.run.write_audit(result.to_dict())
+    result = steps.audit_dirs(ctx, [d for node in nodes for d in node.log_dirs])
     ctx.expect(not result.errors, "the audit reading every log dir",
                "; ".join(str(e.error) for e in result.errors[:3]))  # fmt: skip
     verdicts = [v for v in result.partitions if v.topic == TOPIC]

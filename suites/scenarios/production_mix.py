@@ -27,7 +27,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from checkers.audit import audit
 from checkers.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offset_checkpoint
 from checkers.compaction import INTERNAL_COMPACTED
 from checkers.errors import LogReadError
@@ -333,8 +332,7 @@ def body(ctx: RunContext) -> Finding:
     # The controllers' dirs too: the metadata log says which topics are compacted.
     nodes = {n.name: n for n in [*cluster.brokers.values(), *cluster.controllers]}
     dirs = [d for node in nodes.values() for d in node.log_dirs]
-    result = audit(dirs, protocol=ctx.release.protocol)
-    ctx.run.write_audit(result.to_dict())
+    result = steps.audit_dirs(ctx, dirs)
     topics = {v.topic for v in result.partitions}
     ctx.expect(set(INTERNAL_COMPACTED) <= topics, "__consumer_offsets and __transaction_state",
                sorted(topics))  # fmt: skip

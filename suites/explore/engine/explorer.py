@@ -409,7 +409,7 @@ class Explorer:
             return None
         from reports.cli import report_run
 
-        return str(report_run(run.run_dir, self.out / "report"))
+        return str(report_run(run.run_dir, self.out / "report", judged=run.judged))
 
     @property
     def all_benches(self) -> list[Bench]:

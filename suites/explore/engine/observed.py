@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.audit.local import execute
 from checkers.audit.plan import plan_audit
 from checkers.schedules.invariants import (
     epoch_regressions,
@@ -23,7 +22,9 @@ from checkers.txn_reads import LOST_WRITE, TxnReadCheck
 from observe import kraft
 from observe.stable import StableOffsets
 from observe.state import PartitionState
+from reports.engine_local import judge as judge_source
 from reports.judge import history as check_sends
+from reports.sources import own_source
 from runrecord.history import DURABLE_ACKS
 from suites.convergence import Convergence
 from suites.explore.live import txn
@@ -90,10 +91,12 @@ def observe(ctx: RunContext, topic: str, live: Live, healed: Healed) -> dict[int
     # Open transactions are aged against the time of judging, not their partition's newest
     # write: a hang is a transaction nothing came after.
     plan = plan_audit([ctx.run.path], topic, (), txn.TXN_TIMEOUT_MS, now_ms)
-    run = execute(plan, release.protocol, on_partition)
-    ctx.run.write_audit(run.result.to_dict())
-    verdicts = {v.partition: v for v in run.result.partitions if v.topic == topic}
-    errors = [str(e.error) for e in run.result.errors]
+    # Judged once, with each partition's report row: a finding's report renders this.
+    ctx.judged = judge_source(own_source(ctx.run.path, plan, release.protocol), also=on_partition)
+    audit = ctx.judged.audit
+    ctx.run.write_audit(audit.to_dict())
+    verdicts = {v.partition: v for v in audit.partitions if v.topic == topic}
+    errors = [str(e.error) for e in audit.errors]
     metadata = kraft.metadata_log(ctx.cluster.controllers) if ctx.cluster.mode == "kraft" else None
     metadata_split = metadata_divergence(ctx.run.path) if metadata is not None else None
     out: dict[int, Observed] = {}

@@ -38,6 +38,7 @@ from fixtures.waiting import NOT_REACHED, not_reached_summary
 from observe.stable import StableOffsets
 from observe.state import StateRecorder
 from observe.timeline import Timeline
+from reports.engine_local import Judged
 from runrecord.outcome import CONSISTENT, Outcome, Symptom, SymptomPair, finding_key
 from runrecord.replay import (
     AGREED,
@@ -103,6 +104,7 @@ class ScheduleRun:
     checkpoint_wait: float = 0.0  # of `waits`, for a high watermark checkpoint after the heal
     fresh_cluster: str | None = None  # why a cluster was started for it
     txns_judged_ms: int | None = None  # when its transactions were judged (RunInfo)
+    judged: Judged | None = None  # its judgement of the copied logs, as its report shows it
 
     @property
     def failure(self) -> str | None:
@@ -233,6 +235,7 @@ def _run(
             ) from exc
     finally:
         cluster.timeline = own_timeline
+        result.judged = ctx.judged
     if result.verdict.outcome.has_verdict:
         with_cluster_timeline(cluster, timeline, lambda: bench.put_away(topic, marks))
     left = next((s.leaves_behind for s in schedule.steps if s.leaves_behind), None)
