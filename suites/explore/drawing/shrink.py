@@ -37,11 +37,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, cast
 
+from basics.threads import run_threads
 from runrecord.schedule import Cluster, Schedule, ScheduleError, dumps, validate
 from runrecord.steps.base import QUORUM, Role, step_targets
 from suites.explore.drawing import families  # noqa: F401 - every kind registered
 from suites.explore.drawing.registry import drawing_of
-from suites.explore.engine.threads import run_threads
 
 Runner = Callable[[Schedule], str | None]
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from basics.releases import Release
+from basics.threads import run_threads
 from checkers.simulate import simulate
 from runrecord.explore import (
     EXPLORE_JSON,
@@ -46,7 +47,6 @@ from suites.explore.drawing.shrink import ShrinkResult, shrink, simulated_runner
 from suites.explore.engine.bench import Bench
 from suites.explore.engine.lines import progress_line
 from suites.explore.engine.schedule_run import ScheduleRun, run_schedule
-from suites.explore.engine.threads import run_threads
 
 Say = Callable[[str], None]
 Failing = tuple[ScheduleEntry, Schedule]

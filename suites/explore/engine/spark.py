@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from basics.errors import SetupError
 from basics.paths import PROJECT_ROOT
+from basics.threads import run_threads
 from fixtures.waiting import WaitTimeout, wait_until
 from reports.outputs import as_location, child, get_tree, put_tree, remove
 from reports.render import INDEX_JSON, load_entries, write_index
@@ -60,7 +61,6 @@ from runrecord.typed import RunRecordError, dumps_record, read_json
 from suites.explore.drawing.generate import DrawOptions
 from suites.explore.drawing.guide import Candidate
 from suites.explore.engine.lines import progress_line
-from suites.explore.engine.threads import run_threads
 
 if TYPE_CHECKING:
     from suites.explore.engine.explorer import Explorer
