@@ -330,9 +330,11 @@ class _Shrinker:
         self.taken: list[Schedule] = []  # every candidate taken, in order (for the gate)
         self._lock = threading.Lock()  # the run count, with several runners at once
 
-    def _run(self, schedule: Schedule, runner: Runner | None = None) -> str | None:
+    def _run(
+        self, schedule: Schedule, runner: Runner | None = None, *, budgeted: bool = True
+    ) -> str | None:
         with self._lock:
-            if self.runs >= self.budget:
+            if budgeted and self.runs >= self.budget:
                 raise _Budget
             self.runs += 1
         return (runner or self.runners[0])(schedule)
@@ -477,9 +479,7 @@ class _Shrinker:
         )  # fmt: skip
         self.attempts.append(attempt)
         for _ in range(runs):
-            with self._lock:
-                self.runs += 1
-            result = self.runners[0](candidate)
+            result = self._run(candidate, budgeted=False)
             attempt.runs.append(result)
             if not self._matches(result):
                 attempt.verdict = FLAKY if any(attempt.runs) else PASSING
