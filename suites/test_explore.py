@@ -467,3 +467,41 @@ def test_a_small_explore_finds_and_shrinks(kafka_target, logfork_runs, capsys):
     assert first["reproducible"] and first["steps"] < original["steps"], (first, original)
     assert (out_dir / "report" / "explore.html").is_file()
     assert "schedules/min" in out
+
+
+@pytest.mark.cluster
+def test_a_finding_exported_reproduces_without_logfork(
+    kafka_target, logfork_runs, capsys, tmp_path
+):
+    """`logfork replay --export-script`: KAFKA-20961's replay written as a script, which brings
+    the same cluster up as plain processes from the release's jars, moves the replica with
+    the Admin API and finds the lost epoch in the broker's own checkpoint: exit 1, as the
+    replay. Nothing it started outlives it."""
+    import os
+    import subprocess
+
+    if kafka_target.mode != "kraft" or not kafka_target.release.at_least(4, 4):
+        pytest.skip("the exported KAFKA-20961 runs on 4.4 KRaft in CI")
+    out_dir = tmp_path / "export"
+    args = ["replay", str(FINDINGS / "KAFKA-20961.json"), "--kafka-version", kafka_target.kafka]
+    code = cli.main(
+        [*args, "--out", str(logfork_runs), "--no-report", "--export-script", str(out_dir)]
+    )
+    out = capsys.readouterr().out
+    assert code == 1, out
+    (libs,) = re.findall(r"KAFKA_LIBS=(\S+)", out)
+    work = tmp_path / "work"
+    work.mkdir()
+    # Ports of their own: another script (a user's) may hold the default ones.
+    env = {**os.environ, "KAFKA_LIBS": libs, "WORK": str(work), "PORT_BASE": "39090"}
+    ran = subprocess.run(
+        ["bash", str(out_dir / "reproduce.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "lost leader epoch(s) 0" in ran.stdout, ran.stdout
+    left = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
+    assert not left.strip(), f"processes left behind: {left}"

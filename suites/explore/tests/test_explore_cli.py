@@ -279,3 +279,13 @@ def test_jbod_without_crash_mounts_stops_before_any_schedule(
     assert "--jbod puts every log dir on a crash-simulating filesystem" in err
     assert "no-such-binary" in err and "Traceback" not in err
     assert not (tmp_path / "x").exists()  # nothing started
+
+
+def test_repeated_replays_are_one_count_and_one_exit_code() -> None:
+    from suites.explore.replay_cli import combined_exit, tally
+
+    assert (tally([1] * 5), combined_exit([1] * 5)) == ("failed 5 of 5", 1)
+    assert (tally([0] * 5), combined_exit([0] * 5)) == ("held 5 of 5", 0)
+    # held only some of the time is not held; not reached alone is not a finding
+    assert (tally([0, 1, 0, 0, 0]), combined_exit([0, 1, 0, 0, 0])) == ("held 4, failed 1 of 5", 1)
+    assert combined_exit([0, 3, 0]) == 3

@@ -1,0 +1,307 @@
+"""`logfork replay FILE --export-script DIR`: the replay as a script anyone with a Kafka
+distribution can run.
+
+The script brings the replay's cluster up as plain Java processes on loopback, with the
+exact server.properties logfork ran (only listeners, addresses and directories rewritten),
+formats KRaft storage as logfork did, creates the topic with the same assignment and
+configs, runs each step that ran in the replay against the broker it resolved to there, and
+ends with the symptom checked by Kafka's own DumpLogSegments and tools. Every wait is a
+condition polled with a limit; a wait that gives up exits 3 (not reached), never 0.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from basics.releases import Release
+from runrecord.replay import StepResult
+from runrecord.schedule import Schedule
+from suites.explore.export import (  # noqa: F401 (each registers its family's exporters)
+    checks,
+    disks,
+    elections,
+    links,
+    processes,
+    txn,
+    waits,
+    writes,
+)
+from suites.explore.export.registry import ExportError, Ran, lines_for
+
+SCRIPT = "reproduce.sh"
+LIB = Path(__file__).with_name("lib.sh")  # the helpers every script carries
+# Node k listens on $PORT_BASE + 10 k (+1 for a combined node's controller listener); the
+# configs carry @PORT+n@, filled in when the script runs.
+PORT_BASE = 29090
+
+# Kafka's tools by the main class a distribution's bin/ script runs. Classes moved between
+# releases (from core's kafka.* to the tools module, KIP-906; DumpLogSegments in 4.3,
+# KAFKA-14579), so the script picks, in the jars it is given, the first that is there: the
+# same script runs on the bad release and the good one.
+TOOL_CLASSES = {
+    "TOPICS": ("org.apache.kafka.tools.TopicCommand", "kafka.admin.TopicCommand"),
+    "DUMP_LOG": ("org.apache.kafka.tools.DumpLogSegments", "kafka.tools.DumpLogSegments"),
+    "STORAGE": ("kafka.tools.StorageTool", "org.apache.kafka.tools.StorageTool"),
+    "REASSIGN": (
+        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+        "kafka.admin.ReassignPartitionsCommand",
+    ),
+    "TRANSACTIONS": ("org.apache.kafka.tools.TransactionsCommand",),
+    "ELECT": ("org.apache.kafka.tools.LeaderElectionCommand", "kafka.admin.LeaderElectionCommand"),
+}
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str  # as logfork named it: b1, c1, ...
+    node_id: int
+    port: int  # the broker listener (a controller's own, for a controller)
+    controller_port: int | None
+    broker: bool
+
+
+def _nodes(run_dir: Path) -> list[Node]:
+    found = []
+    names = sorted(p.name for p in (run_dir / "nodes").iterdir() if p.is_dir())
+    for k, name in enumerate(names):
+        props = _properties(run_dir / "nodes" / name / "config" / "server.properties")
+        node_id = int(props.get("node.id") or props.get("broker.id") or 0)
+        port = 10 * k
+        roles = props.get("process.roles", "broker").split(",")
+        ctl = None if "controller" not in roles else port if roles == ["controller"] else port + 1
+        found.append(Node(name, node_id, port, ctl, "broker" in roles))
+    return found
+
+
+def _properties(path: Path) -> dict[str, str]:
+    props = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
+    return props
+
+
+def _rewrite(props: dict[str, str], node: Node, nodes: list[Node]) -> dict[str, str]:
+    """The node's settings on loopback: one listener per role, its own port, its own dirs."""
+    by_name = {n.name: n for n in nodes}
+    out = dict(props)
+    listeners, advertised = [], []
+    if node.broker:
+        listeners.append(f"INTERNAL://127.0.0.1:{_port(node.port)}")
+        advertised.append(f"INTERNAL://127.0.0.1:{_port(node.port)}")
+    if node.controller_port is not None:
+        listeners.append(f"CONTROLLER://127.0.0.1:{_port(node.controller_port)}")
+    out["listeners"] = ",".join(listeners)
+    if advertised:
+        out["advertised.listeners"] = ",".join(advertised)
+    else:
+        out.pop("advertised.listeners", None)
+    if "controller.quorum.voters" in props:
+        voters = []
+        for voter in props["controller.quorum.voters"].split(","):
+            vid, _, host = voter.partition("@")
+            target = by_name[host.split(":")[0]]
+            voters.append(f"{vid}@127.0.0.1:{_port(target.controller_port)}")
+        out["controller.quorum.voters"] = ",".join(voters)
+    out["log.dirs"] = ",".join(
+        d.replace("/logfork/", f"@WORK@/{node.name}/") for d in props["log.dirs"].split(",")
+    )
+    return out
+
+
+def _port(offset: int | None) -> str:
+    return f"@PORT+{offset}@"
+
+
+def _start_command(run_dir: Path, node: str) -> tuple[list[str], list[str] | None]:
+    """(the broker's arguments after kafka.Kafka, the storage format's after StorageTool)."""
+    fmt = None
+    for line in (run_dir / "nodes" / node / "config" / "start.sh").read_text().splitlines():
+        words = shlex.split(line)
+        if "kafka.tools.StorageTool" in words:
+            i = words.index("kafka.tools.StorageTool")
+            fmt = [_here(w, node) for w in words[i + 1 :]]
+    return [f"@WORK@/{node}/server.properties"], fmt
+
+
+def _here(word: str, node: str) -> str:
+    return word.replace("/logfork/config/", f"@WORK@/{node}/")
+
+
+def export_script(
+    schedule: Schedule,
+    steps: list[StepResult],
+    run_dir: Path,
+    release: Release,
+    out: Path,
+    title: str,
+    topic: str = "reproduce",
+) -> Path:
+    """Write DIR/reproduce.sh and the nodes' configs beside it; returns the script. Raises
+    ExportError, having written nothing, where a step or the mode cannot be exported."""
+    if schedule.cluster.mode != "kraft":
+        raise ExportError(
+            "only KRaft clusters are exported yet: a ZooKeeper-mode script would also run ZooKeeper"
+        )
+    body_lines: list[str] = []
+    for result in steps:
+        step = schedule.steps[result.index]
+        body_lines.append(f"# step {result.index}: {result.step}")
+        if result.status != "done":
+            body_lines.append(f"#   skipped in the replay: {result.observed or result.status}")
+            continue
+        body_lines += lines_for(step, Ran(result.targets, tuple(schedule.cluster.replicas)))
+        body_lines.append(f'log "step {result.index} done: {_quote(result.step)}"')
+    nodes = _nodes(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    log_name = "log4j2.properties" if release.log4j2 else "log4j.properties"
+    formats = {}
+    for node in nodes:
+        conf = run_dir / "nodes" / node.name / "config"
+        target = out / "nodes" / node.name
+        target.mkdir(parents=True, exist_ok=True)
+        props = _rewrite(_properties(conf / "server.properties"), node, nodes)
+        body = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
+        (target / "server.properties").write_text(body)
+        logging = (conf / log_name).read_text().replace("/logfork/logs/", f"@WORK@/{node.name}/")
+        (target / log_name).write_text(logging)
+        _, formats[node.name] = _start_command(run_dir, node.name)
+    shape = schedule.cluster
+    assignment = ",".join(
+        ":".join(str(b) for b in shape.partition_replicas(p)) for p in shape.partitions
+    )
+    config = {
+        "min.insync.replicas": shape.topic_config.min_insync_replicas,
+        "unclean.leader.election.enable": str(
+            shape.topic_config.unclean_leader_election_enable
+        ).lower(),
+    }
+    if shape.topic_config.flush_messages is not None:
+        config["flush.messages"] = shape.topic_config.flush_messages
+    text = _header(schedule, release, run_dir, log_name, nodes, formats, topic, title)
+    transactions = any(s.transactional for s in schedule.steps)
+    text += _setup(nodes, assignment, config, transactions)
+    text += "\n".join(body_lines) + "\n"
+    text += checks.symptom(transactions, _brokers(nodes), shape.partitions)
+    script = out / SCRIPT
+    script.write_text(text)
+    script.chmod(0o755)
+    return script
+
+
+def _shell_words(args: list[str]) -> str:
+    """The arguments quoted for the shell, the work dir left to expand."""
+    return " ".join(shlex.quote(a) for a in args).replace("@WORK@", '"$WORK"')
+
+
+def _quote(text: str) -> str:
+    return text.replace('"', "'").replace("$", "")
+
+
+def _brokers(nodes: list[Node]) -> dict[int, str]:
+    return {n.node_id: n.name for n in nodes if n.broker}
+
+
+def _header(
+    schedule: Schedule,
+    release: Release,
+    run_dir: Path,
+    log_name: str,
+    nodes: list[Node],
+    formats: dict[str, list[str] | None],
+    topic: str,
+    title: str,
+) -> str:
+    prop = "log4j2.configurationFile" if release.log4j2 else "log4j.configuration"
+    prefix = "" if release.log4j2 else "file:"
+    boot = ",".join(f"127.0.0.1:$((PORT_BASE + {n.port}))" for n in nodes if n.broker)
+    names = " ".join(n.name for n in nodes)
+    controller = next(n.name for n in nodes if n.controller_port is not None)
+    tool_vars = "\n".join(
+        f"{k}=$(pick_class {' '.join(v)})" for k, v in sorted(TOOL_CLASSES.items())
+    )
+    settings = "\n".join(f"{k}={v}" for k, v in txn.SETTINGS.items())
+    fmt_cases = "\n".join(
+        f'    {name}) tool "$STORAGE" {_shell_words(args)} >/dev/null ;;'
+        for name, args in formats.items()
+        if args is not None
+    )
+    ids = "\n".join(f"NODE_OF[{n.node_id}]={n.name}" for n in nodes if n.broker)
+    text = f"""#!/usr/bin/env bash
+# {title}
+# Written by `logfork replay --export-script` on {date.today()} from the replay in
+# {run_dir.name} (Kafka {release}, {schedule.cluster.mode}); it needs no logfork.
+#
+# Runs the same cluster as plain Java processes on 127.0.0.1 (ports from PORT_BASE), the
+# same steps with Kafka's own tools and kill(1), and checks the symptom with Kafka's
+# DumpLogSegments. Needs bash, awk, java; a Kafka {release} distribution:
+#     KAFKA_HOME=/path/to/kafka_2.13-{release} ./{SCRIPT}
+# (or KAFKA_LIBS=a directory holding every jar). WORK=DIR keeps the nodes' files there;
+# PORT_BASE=N moves the nodes' ports (default {PORT_BASE}, then every 10th).
+# Exit: 1 the symptom showed, 0 it did not, 3 a wait gave up (the state was not reached),
+# 2 a command failed (the script could not run: see $WORK/tools.log).
+set -eEuo pipefail
+trap 'echo "line $LINENO: a command failed (exit $?); see $WORK/tools.log" >&2; exit 2' ERR
+HERE=$(cd "$(dirname "$0")" && pwd)
+LIBS=${{KAFKA_LIBS:-${{KAFKA_HOME:?set KAFKA_HOME to a Kafka {release} distribution}}/libs}}
+WORK=${{WORK:-$(mktemp -d /tmp/reproduce.XXXXXX)}}
+TOPIC={topic}
+PORT_BASE=${{PORT_BASE:-{PORT_BASE}}}
+BOOT={boot}
+NODES="{names}"
+METADATA_NODE={controller}
+pick_class() {{  # the first of these classes the jars hold (a jar lists its entries plainly)
+  local c
+  for c in "$@"; do
+    if grep -qaF "${{c//.//}}.class" "$LIBS"/kafka*.jar; then echo "$c"; return; fi
+  done
+  echo "none of $* is in $LIBS" >&2; echo "${{1}}"
+}}
+{tool_vars}
+declare -A PID NODE_OF
+{ids}
+LOG_PROPERTY={prop}
+LOG_PREFIX={prefix}
+LOG_CONFIG={log_name}
+{settings}
+format_node() {{
+  case $1 in
+{fmt_cases}
+  esac
+}}
+"""
+    text += LIB.read_text()
+    return text + 'log "Kafka jars: $LIBS; nodes\' files: $WORK"\n'
+
+
+def _setup(nodes: list[Node], assignment: str, config: dict[str, Any], transactions: bool) -> str:
+    configs = " ".join(f"--config {k}={v}" for k, v in config.items())
+    brokers = [n for n in nodes if n.broker]
+    lines = [
+        "for n in $NODES; do",
+        '  mkdir -p "$WORK/$n"',
+        '  for f in "$HERE/nodes/$n"/*; do',
+        '    sed -e "s#@WORK@#$WORK#g" -e "$(port_sed)" "$f" >"$WORK/$n/$(basename "$f")"',
+        "  done",
+        '  format_node "$n"',
+        '  start_node "$n"',
+        "done",
+    ]
+    lines += [
+        f'wait_until "broker {n.node_id} registered and unfenced" 120 is_unfenced {n.node_id}'
+        for n in brokers
+    ]
+    lines += [
+        f'tool "$TOPICS" --bootstrap-server "$BOOT" --create --topic "$TOPIC" '
+        f"--replica-assignment {assignment} {configs} >/dev/null",
+        'wait_until "partition 0 has a leader" 60 has_leader',
+    ]
+    if transactions:
+        lines.append("start_producer")
+    lines.append("")
+    return "\n".join(lines) + "\n"
