@@ -118,15 +118,15 @@ def _port(offset: int | None) -> str:
     return f"@PORT+{offset}@"
 
 
-def _start_command(run_dir: Path, node: str) -> tuple[list[str], list[str] | None]:
-    """(the broker's arguments after kafka.Kafka, the storage format's after StorageTool)."""
-    fmt = None
+def _format_args(run_dir: Path, node: str) -> list[str] | None:
+    """The KRaft storage format's arguments as logfork ran them (after StorageTool), its
+    config path moved to the node's work dir; None where the node formats nothing."""
     for line in (run_dir / "nodes" / node / "config" / "start.sh").read_text().splitlines():
         words = shlex.split(line)
         if "kafka.tools.StorageTool" in words:
             i = words.index("kafka.tools.StorageTool")
-            fmt = [_here(w, node) for w in words[i + 1 :]]
-    return [f"@WORK@/{node}/server.properties"], fmt
+            return [_here(w, node) for w in words[i + 1 :]]
+    return None
 
 
 def _here(word: str, node: str) -> str:
@@ -170,7 +170,7 @@ def export_script(
         (target / "server.properties").write_text(body)
         logging = (conf / log_name).read_text().replace("/logfork/logs/", f"@WORK@/{node.name}/")
         (target / log_name).write_text(logging)
-        _, formats[node.name] = _start_command(run_dir, node.name)
+        formats[node.name] = _format_args(run_dir, node.name)
     shape = schedule.cluster
     assignment = ",".join(
         ":".join(str(b) for b in shape.partition_replicas(p)) for p in shape.partitions
