@@ -39,9 +39,9 @@ LIB = Path(__file__).with_name("lib.sh")  # the helpers every script carries
 PORT_BASE = 29090
 
 # Kafka's tools by the main class a distribution's bin/ script runs. Classes moved between
-# releases (from core's kafka.* to the tools module, KIP-906; DumpLogSegments in 4.3,
-# KAFKA-14579), so the script picks, in the jars it is given, the first that is there: the
-# same script runs on the bad release and the good one.
+# releases (from core's kafka.* to the tools module over the 3.x line; DumpLogSegments only
+# in 4.3, KAFKA-14579, as fixtures/tools.py found), so the script picks, in the jars it is
+# given, the first that is there: the same script runs on the bad release and the good one.
 TOOL_CLASSES = {
     "TOPICS": ("org.apache.kafka.tools.TopicCommand", "kafka.admin.TopicCommand"),
     "DUMP_LOG": ("org.apache.kafka.tools.DumpLogSegments", "kafka.tools.DumpLogSegments"),
