@@ -476,3 +476,18 @@ def test_every_finding_is_a_valid_schedule_with_its_write_up() -> None:
             assert good != "none", path
             newer = version_parts(good) > version_parts(bad)
             assert newer == (kind == "fixed"), (path, kind, bad, good)
+
+
+def test_every_finding_has_its_evidence_folder() -> None:
+    """docs/findings/<ID>/evidence/: log lines, Kafka's own dumps, the nodes' configs; and
+    where the write-up says a script reproduces it, the script and its recorded runs."""
+    findings = Path(__file__).parents[2] / "docs" / "findings"
+    for path in sorted(findings.glob("*.json")):
+        evidence = findings / path.stem / "evidence"
+        assert (evidence / "log-lines.txt").stat().st_size > 0, evidence
+        assert any((evidence / "dumps").iterdir()), evidence
+        assert any((evidence / "configs").glob("*.properties")), evidence
+        reproduce = findings / path.stem / "reproduce"
+        if f"({path.stem}/reproduce/)" in path.with_suffix(".md").read_text():
+            assert (reproduce / "reproduce.sh").is_file(), reproduce
+            assert len((reproduce / "runs.tsv").read_text().splitlines()) > 1, reproduce
