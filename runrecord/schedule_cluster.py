@@ -31,6 +31,16 @@ class TopicConfig:
     unclean_leader_election_enable: bool = False
     flush_messages: int | None = None  # None: Kafka's default, never flush on count
 
+    def kafka_configs(self) -> dict[str, object]:
+        """The topic configs as Kafka names them, for the topic's creation."""
+        configs: dict[str, object] = {
+            "min.insync.replicas": self.min_insync_replicas,
+            "unclean.leader.election.enable": self.unclean_leader_election_enable,
+        }
+        if self.flush_messages is not None:
+            configs["flush.messages"] = self.flush_messages
+        return configs
+
 
 @dataclass(frozen=True)
 class BrokerConfig:

@@ -290,12 +290,7 @@ def _body(
 ) -> None:
     cluster, shape = ctx.cluster, schedule.cluster
     replicas = list(shape.replicas)
-    config: dict[str, Any] = {
-        "min.insync.replicas": shape.topic_config.min_insync_replicas,
-        "unclean.leader.election.enable": shape.topic_config.unclean_leader_election_enable,
-    }
-    if shape.topic_config.flush_messages is not None:
-        config["flush.messages"] = shape.topic_config.flush_messages
+    config = shape.topic_config.kafka_configs()
     # Earlier schedules' writes are old enough for the OS to have written them back: a power
     # loss takes what this schedule wrote (fixtures.cluster.Cluster.settle_disks).
     cluster.settle_disks()

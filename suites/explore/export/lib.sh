@@ -8,6 +8,8 @@ port_sed() {  # a sed script putting each @PORT+n@ of the configs at PORT_BASE +
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 # Kafka's own tools, by the main class their bin/ script runs.
 tool() { local main=$1; shift; java -Xmx256m -cp "$LIBS/*" "$main" "$@" 2>>"$WORK/tools.log"; }
+# The JDK's Java shell with the release's jars: it takes no classpath wildcard, so each jar.
+java_shell() { jshell -q -R-Xmx256m --class-path "$(ls "$LIBS"/*.jar | paste -sd: -)"; }
 wait_until() {  # wait_until WHAT SECONDS COMMAND...: poll until COMMAND succeeds, or exit 3
   local what=$1 limit=$2; shift 2; local end=$((SECONDS + limit))
   until "$@"; do
@@ -122,9 +124,8 @@ end_with_symptoms() {
 
 # --- a transactional producer: the release's KafkaProducer in jshell (needs a JDK) --------
 start_producer() {
-  local cp; cp=$(ls "$LIBS"/*.jar | paste -sd: -)
   mkfifo "$WORK/producer.in"
-  jshell -q -R-Xmx256m --class-path "$cp" <"$WORK/producer.in" >"$WORK/producer.out" 2>&1 &
+  java_shell <"$WORK/producer.in" >"$WORK/producer.out" 2>&1 &
   PID[producer]=$!
   exec 7>"$WORK/producer.in"
   echo 'org.apache.kafka.clients.producer.KafkaProducer<String, String> tx = null;' >&7
@@ -156,13 +157,12 @@ txn_send() {  # txn_send PARTITIONS COUNT: one transaction's writes, each acknow
 
 # --- the Admin API in jshell, for what no tool does alone -----------------------------------
 admin() {  # admin STATEMENTS: run them with an Admin client named `admin`; fails if they throw
-  local cp; cp=$(ls "$LIBS"/*.jar | paste -sd: -)
   printf '%s\n' \
     "var p = new java.util.Properties(); p.put(\"bootstrap.servers\", \"$BOOT\");" \
     "var admin = org.apache.kafka.clients.admin.Admin.create(p);" \
     "try { $1; System.out.println(\"DONE admin\"); } catch (Exception e) {" \
     "System.out.println(\"FAILED admin \" + e); }" "admin.close();" "/exit" |
-    jshell -q -R-Xmx256m --class-path "$cp" >"$WORK/admin.out" 2>&1
+    java_shell >"$WORK/admin.out" 2>&1
   grep -q "DONE admin" "$WORK/admin.out" || { cat "$WORK/admin.out" >&2; return 1; }
 }
 
@@ -183,14 +183,13 @@ move_replica() {  # move_replica BROKER: the replica of partition 0 on BROKER
 
 # --- plain writes: the release's KafkaProducer in jshell -----------------------------------
 produce() {  # produce ACKS COUNT FILLER: COUNT records to partition 0, each awaited
-  local cp s=org.apache.kafka.common.serialization.StringSerializer
-  cp=$(ls "$LIBS"/*.jar | paste -sd: -)
+  local s=org.apache.kafka.common.serialization.StringSerializer
   printf '%s\n' \
     "var p = new java.util.Properties(); p.put(\"bootstrap.servers\", \"$BOOT\");" \
     "p.put(\"acks\", \"$1\"); p.put(\"key.serializer\", \"$s\"); p.put(\"value.serializer\", \"$s\");" \
     "var w = new org.apache.kafka.clients.producer.KafkaProducer<String, String>(p);" \
     "int ok = 0; for (int i = 0; i < $2; i++) { try { w.send(new org.apache.kafka.clients.producer.ProducerRecord<>(\"$TOPIC\", 0, \"k\", \"v\" + i + \"x\".repeat($3))).get(); ok++; } catch (Exception e) { System.out.println(\"FAILED write \" + e); } }" \
     "System.out.println(\"DONE wrote \" + ok); w.close();" "/exit" |
-    jshell -q -R-Xmx256m --class-path "$cp" >"$WORK/produce.out" 2>&1
+    java_shell >"$WORK/produce.out" 2>&1
   log "$(grep -oE 'DONE wrote [0-9]+' "$WORK/produce.out") of $2 (acks=$1)"
 }

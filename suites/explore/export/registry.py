@@ -14,11 +14,9 @@ from runrecord.steps.base import StepKind
 
 @dataclass(frozen=True)
 class Ran:
-    """What a step met in the replay: the brokers its roles resolved to there, and the
-    partition's replicas (the schedule's assignment)."""
+    """What a step met in the replay: the brokers its roles resolved to there."""
 
     targets: dict[str, Any]
-    replicas: tuple[int, ...]
 
     @property
     def broker(self) -> int:

@@ -15,9 +15,15 @@ import shlex
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
 
 from basics.releases import Release
+from checkers.checkpoints import parse_properties
+from fixtures.config import (
+    log_config_name,
+    log_config_property,
+    property_value,
+    render_properties,
+)
 from runrecord.replay import StepResult
 from runrecord.schedule import Schedule
 from suites.explore.export import (  # noqa: F401 (each registers its family's exporters)
@@ -78,12 +84,7 @@ def _nodes(run_dir: Path) -> list[Node]:
 
 
 def _properties(path: Path) -> dict[str, str]:
-    props = {}
-    for line in path.read_text().splitlines():
-        if line.strip() and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            props[key.strip()] = value.strip()
-    return props
+    return parse_properties(path.read_text())
 
 
 def _rewrite(props: dict[str, str], node: Node, nodes: list[Node]) -> dict[str, str]:
@@ -155,19 +156,18 @@ def export_script(
         if result.status != "done":
             body_lines.append(f"#   skipped in the replay: {result.observed or result.status}")
             continue
-        body_lines += lines_for(step, Ran(result.targets, tuple(schedule.cluster.replicas)))
+        body_lines += lines_for(step, Ran(result.targets))
         body_lines.append(f'log "step {result.index} done: {_quote(result.step)}"')
     nodes = _nodes(run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    log_name = "log4j2.properties" if release.log4j2 else "log4j.properties"
+    log_name = log_config_name(release)
     formats = {}
     for node in nodes:
         conf = run_dir / "nodes" / node.name / "config"
         target = out / "nodes" / node.name
         target.mkdir(parents=True, exist_ok=True)
         props = _rewrite(_properties(conf / "server.properties"), node, nodes)
-        body = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
-        (target / "server.properties").write_text(body)
+        (target / "server.properties").write_text(render_properties(props))
         logging = (conf / log_name).read_text().replace("/logfork/logs/", f"@WORK@/{node.name}/")
         (target / log_name).write_text(logging)
         formats[node.name] = _format_args(run_dir, node.name)
@@ -175,14 +175,7 @@ def export_script(
     assignment = ",".join(
         ":".join(str(b) for b in shape.partition_replicas(p)) for p in shape.partitions
     )
-    config = {
-        "min.insync.replicas": shape.topic_config.min_insync_replicas,
-        "unclean.leader.election.enable": str(
-            shape.topic_config.unclean_leader_election_enable
-        ).lower(),
-    }
-    if shape.topic_config.flush_messages is not None:
-        config["flush.messages"] = shape.topic_config.flush_messages
+    config = shape.topic_config.kafka_configs()
     text = _header(schedule, release, run_dir, log_name, nodes, formats, topic, title)
     transactions = any(s.transactional for s in schedule.steps)
     text += _setup(nodes, assignment, config, transactions)
@@ -217,8 +210,7 @@ def _header(
     topic: str,
     title: str,
 ) -> str:
-    prop = "log4j2.configurationFile" if release.log4j2 else "log4j.configuration"
-    prefix = "" if release.log4j2 else "file:"
+    prop, prefix = log_config_property(release)
     boot = ",".join(f"127.0.0.1:$((PORT_BASE + {n.port}))" for n in nodes if n.broker)
     names = " ".join(n.name for n in nodes)
     controller = next(n.name for n in nodes if n.controller_port is not None)
@@ -279,8 +271,10 @@ format_node() {{
     return text + 'log "Kafka jars: $LIBS; nodes\' files: $WORK"\n'
 
 
-def _setup(nodes: list[Node], assignment: str, config: dict[str, Any], transactions: bool) -> str:
-    configs = " ".join(f"--config {k}={v}" for k, v in config.items())
+def _setup(
+    nodes: list[Node], assignment: str, config: dict[str, object], transactions: bool
+) -> str:
+    configs = " ".join(f"--config {k}={property_value(v)}" for k, v in config.items())
     brokers = [n for n in nodes if n.broker]
     lines = [
         "for n in $NODES; do",

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from basics.paths import PROJECT_ROOT
 from basics.releases import Release
 from runrecord.replay import StepResult
 from runrecord.schedule import load_schedule
 from suites.explore.export.registry import ExportError
 from suites.explore.export.script import export_script
 
-ROOT = Path(__file__).resolve().parents[3]
-FINDING = ROOT / "docs" / "findings" / "KAFKA-19522.json"
+FINDING = PROJECT_ROOT / "docs" / "findings" / "KAFKA-19522.json"
 
 BROKER = """node.id={id}
 process.roles=broker
