@@ -469,21 +469,32 @@ def test_a_small_explore_finds_and_shrinks(kafka_target, logfork_runs, capsys):
     assert "schedules/min" in out
 
 
+# Each finding's exported script and what it prints on 4.4: KAFKA-20961 on loopback (a
+# replica moved with the Admin API, the lost epoch found in the broker's own checkpoint);
+# KAFKA-20716 with each node in a network namespace (sessions expired by cuts from the
+# controllers, the hang found by kafka-transactions.sh).
+EXPORTED = {
+    "KAFKA-20961": "lost leader epoch(s) 0",
+    "KAFKA-20716": "still has a transaction open 60 s after the heal",
+}
+
+
 @pytest.mark.cluster
+@pytest.mark.parametrize("finding", sorted(EXPORTED))
 def test_a_finding_exported_reproduces_without_logfork(
-    kafka_target, logfork_runs, capsys, tmp_path
+    kafka_target, logfork_runs, capsys, tmp_path, finding
 ):
-    """`logfork replay --export-script`: KAFKA-20961's replay written as a script, which brings
-    the same cluster up as plain processes from the release's jars, moves the replica with
-    the Admin API and finds the lost epoch in the broker's own checkpoint: exit 1, as the
-    replay. Nothing it started outlives it."""
+    """`logfork replay --export-script`: a finding's replay written as a script, which brings
+    the same cluster up as plain processes from the release's jars and checks the symptom
+    with Kafka's own tools: exit 1, as the replay. Nothing it started outlives it: no
+    process, no namespace, no link, no rule."""
     import os
     import subprocess
 
     if kafka_target.mode != "kraft" or not kafka_target.release.at_least(4, 4):
-        pytest.skip("the exported KAFKA-20961 runs on 4.4 KRaft in CI")
+        pytest.skip("the exported findings run on 4.4 KRaft in CI")
     out_dir = tmp_path / "export"
-    args = ["replay", str(FINDINGS / "KAFKA-20961.json"), "--kafka-version", kafka_target.kafka]
+    args = ["replay", str(FINDINGS / f"{finding}.json"), "--kafka-version", kafka_target.kafka]
     code = cli.main(
         [*args, "--out", str(logfork_runs), "--no-report", "--export-script", str(out_dir)]
     )
@@ -502,6 +513,14 @@ def test_a_finding_exported_reproduces_without_logfork(
         timeout=900,
     )
     assert ran.returncode == 1, ran.stdout + ran.stderr
-    assert "lost leader epoch(s) 0" in ran.stdout, ran.stdout
+    assert EXPORTED[finding] in ran.stdout, ran.stdout
     left = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
     assert not left.strip(), f"processes left behind: {left}"
+    shown = {
+        "namespaces": ["ip", "netns", "list"],
+        "links": ["ip", "-br", "link"],
+        "rules": ["iptables", "-S", "FORWARD"],
+    }
+    for what, command in shown.items():
+        listed = subprocess.run(command, capture_output=True, text=True).stdout
+        assert "rp39090" not in listed, f"{what} left behind: {listed}"

@@ -8,7 +8,10 @@ exits 1:
 - hanging-transaction: a partition still reports a transaction open
   (`kafka-transactions.sh describe-producers`) a minute after the heal (KAFKA-20716,
   KAFKA-20734);
-- a leader epoch lost in a swap between log dirs (KAFKA-20961), checked as the move ends.
+- a leader epoch lost in a swap between log dirs (KAFKA-20961), checked as the move ends;
+- diverged: two replicas hold different batches (DumpLogSegments' base and last offsets,
+  leader epoch and crc) at an offset below the high watermark the brokers checkpointed
+  (KAFKA-18723).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ MARKER_SECONDS = 60
 
 def symptom(transactions: bool, brokers: dict[int, str], partitions: tuple[int, ...]) -> str:
     lines = [
-        "# The heal, as the replay's: paused brokers resumed, stopped ones started.",
+        "# The heal, as the replay's: paused brokers resumed, links healed, stopped ones started.",
         'for n in "${!PID[@]}"; do kill -CONT "${PID[$n]}" 2>/dev/null || true; done',
+        "heal_all",
     ]
     for b, name in sorted(brokers.items()):
         lines += [
@@ -34,5 +38,5 @@ def symptom(transactions: bool, brokers: dict[int, str], partitions: tuple[int, 
         lines += [f"check_closed {p} {MARKER_SECONDS}" for p in partitions]
     for name in sorted(brokers.values()):
         lines.append(f"dump_partition {name} 0")
-    lines.append("end_with_symptoms")
+    lines += ["check_replicas_agree 0", "end_with_symptoms"]
     return "\n".join(lines) + "\n"

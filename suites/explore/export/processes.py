@@ -14,6 +14,8 @@ cannot_export(PowerLoss, "a power loss needs logfork's crash-simulating filesyst
 def kill(step: Kill, ran: Ran) -> list[str]:
     b = ran.broker
     lines = [f'kill -{step.signal.removeprefix("SIG")} "${{PID[${{NODE_OF[{b}]}}]}}"']
+    if step.signal == "SIGKILL":
+        lines.append(f'wait_until "broker {b}\'s process gone" 10 stopped "${{NODE_OF[{b}]}}"')
     if step.signal == "SIGTERM":
         lines.append(f'wait_until "broker {b} shut down" 300 stopped "${{NODE_OF[{b}]}}"')
     elif step.restart:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from basics.errors import SetupError
-from runrecord.steps.base import StepKind
+from runrecord.steps.base import QUORUM, StepKind
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,12 @@ class Ran:
     def broker(self) -> int:
         return int(self.targets["broker"])
 
+    def node(self, key: str) -> str:
+        """The script's name for the node a target resolved to: a broker's by its id, the
+        controllers together for "quorum"."""
+        value = self.targets[key]
+        return "quorum" if value == QUORUM else f"${{NODE_OF[{int(value)}]}}"
+
 
 # (the step, what it met in the replay) -> shell lines
 Exporter = Callable[[Any, Ran], list[str]]
@@ -30,19 +36,25 @@ E = TypeVar("E", bound=Exporter)
 EXPORTERS: dict[type[StepKind], Exporter] = {}
 # A step kind that cannot be exported, with why.
 CANNOT: dict[type[StepKind], str] = {}
+# What a step kind's lines need the script to set up first: "network", each node in a
+# network namespace of its own (lib.sh's make_network), for lines that cut or shape links;
+# "writer", the shell whose producers plain writes go through (lib.sh's start_writer).
+NEEDS: dict[type[StepKind], frozenset[str]] = {}
 
 
 class ExportError(SetupError):
     """The schedule has a step, a mode or a release no script can reproduce."""
 
 
-def exporter(kind: type[StepKind]) -> Callable[[E], E]:
-    """Register the decorated function as the exporter of `kind`."""
+def exporter(kind: type[StepKind], *, needs: tuple[str, ...] = ()) -> Callable[[E], E]:
+    """Register the decorated function as the exporter of `kind`; `needs`: what its lines
+    need set up (NEEDS)."""
 
     def register(fn: E) -> E:
         if kind in EXPORTERS:
             raise TypeError(f"two exporters for {kind.KIND!r}")
         EXPORTERS[kind] = fn
+        NEEDS[kind] = frozenset(needs)
         return fn
 
     return register

@@ -36,7 +36,8 @@ from suites.explore.export import (  # noqa: F401 (each registers its family's e
     waits,
     writes,
 )
-from suites.explore.export.registry import ExportError, Ran, lines_for
+from suites.explore.export.registry import NEEDS, ExportError, Ran, lines_for
+from suites.explore.live.writes import needs_filler
 
 SCRIPT = "reproduce.sh"
 LIB = Path(__file__).with_name("lib.sh")  # the helpers every script carries
@@ -64,10 +65,20 @@ TOOL_CLASSES = {
 @dataclass(frozen=True)
 class Node:
     name: str  # as logfork named it: b1, c1, ...
+    index: int  # its address is @ADDR+index@: loopback, or its own namespace's
     node_id: int
     port: int  # the broker listener (a controller's own, for a controller)
     controller_port: int | None
     broker: bool
+
+    @property
+    def addr(self) -> str:
+        return f"@ADDR+{self.index}@"
+
+    @property
+    def listens(self) -> int:
+        """The port a handshake proves a link by: the broker's, or the controller's."""
+        return self.port if self.broker else self.controller_port or 0
 
 
 def _nodes(run_dir: Path) -> list[Node]:
@@ -79,7 +90,7 @@ def _nodes(run_dir: Path) -> list[Node]:
         port = 10 * k
         roles = props.get("process.roles", "broker").split(",")
         ctl = None if "controller" not in roles else port if roles == ["controller"] else port + 1
-        found.append(Node(name, node_id, port, ctl, "broker" in roles))
+        found.append(Node(name, k, node_id, port, ctl, "broker" in roles))
     return found
 
 
@@ -93,10 +104,10 @@ def _rewrite(props: dict[str, str], node: Node, nodes: list[Node]) -> dict[str, 
     out = dict(props)
     listeners, advertised = [], []
     if node.broker:
-        listeners.append(f"INTERNAL://127.0.0.1:{_port(node.port)}")
-        advertised.append(f"INTERNAL://127.0.0.1:{_port(node.port)}")
+        listeners.append(f"INTERNAL://{node.addr}:{_port(node.port)}")
+        advertised.append(f"INTERNAL://{node.addr}:{_port(node.port)}")
     if node.controller_port is not None:
-        listeners.append(f"CONTROLLER://127.0.0.1:{_port(node.controller_port)}")
+        listeners.append(f"CONTROLLER://{node.addr}:{_port(node.controller_port)}")
     out["listeners"] = ",".join(listeners)
     if advertised:
         out["advertised.listeners"] = ",".join(advertised)
@@ -107,7 +118,7 @@ def _rewrite(props: dict[str, str], node: Node, nodes: list[Node]) -> dict[str, 
         for voter in props["controller.quorum.voters"].split(","):
             vid, _, host = voter.partition("@")
             target = by_name[host.split(":")[0]]
-            voters.append(f"{vid}@127.0.0.1:{_port(target.controller_port)}")
+            voters.append(f"{vid}@{target.addr}:{_port(target.controller_port)}")
         out["controller.quorum.voters"] = ",".join(voters)
     out["log.dirs"] = ",".join(
         d.replace("/logfork/", f"@WORK@/{node.name}/") for d in props["log.dirs"].split(",")
@@ -150,6 +161,7 @@ def export_script(
             "only KRaft clusters are exported yet: a ZooKeeper-mode script would also run ZooKeeper"
         )
     body_lines: list[str] = []
+    needs: set[str] = set()
     for result in steps:
         step = schedule.steps[result.index]
         body_lines.append(f"# step {result.index}: {result.step}")
@@ -157,6 +169,7 @@ def export_script(
             body_lines.append(f"#   skipped in the replay: {result.observed or result.status}")
             continue
         body_lines += lines_for(step, Ran(result.targets))
+        needs |= NEEDS[type(step)]
         body_lines.append(f'log "step {result.index} done: {_quote(result.step)}"')
     nodes = _nodes(run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -176,9 +189,11 @@ def export_script(
         ":".join(str(b) for b in shape.partition_replicas(p)) for p in shape.partitions
     )
     config = shape.topic_config.kafka_configs()
-    text = _header(schedule, release, run_dir, log_name, nodes, formats, topic, title)
+    networked = "network" in needs
+    text = _header(schedule, release, run_dir, log_name, nodes, formats, topic, title, networked)
     transactions = any(s.transactional for s in schedule.steps)
-    text += _setup(nodes, assignment, config, transactions)
+    filler = shape.partition_replicas(0) if needs_filler(schedule) else None
+    text += _setup(nodes, assignment, config, transactions, "writer" in needs, filler)
     text += "\n".join(body_lines) + "\n"
     text += checks.symptom(transactions, _brokers(nodes), shape.partitions)
     script = out / SCRIPT
@@ -209,10 +224,13 @@ def _header(
     formats: dict[str, list[str] | None],
     topic: str,
     title: str,
+    networked: bool,
 ) -> str:
     prop, prefix = log_config_property(release)
-    boot = ",".join(f"127.0.0.1:$((PORT_BASE + {n.port}))" for n in nodes if n.broker)
+    boot = ",".join(f"$(node_addr {n.index}):$((PORT_BASE + {n.port}))" for n in nodes if n.broker)
     names = " ".join(n.name for n in nodes)
+    brokers = " ".join(n.name for n in nodes if n.broker)
+    voters = " ".join(n.name for n in nodes if n.controller_port is not None)
     controller = next(n.name for n in nodes if n.controller_port is not None)
     tool_vars = "\n".join(
         f"{k}=$(pick_class {' '.join(v)})" for k, v in sorted(TOOL_CLASSES.items())
@@ -224,14 +242,26 @@ def _header(
         if args is not None
     )
     ids = "\n".join(f"NODE_OF[{n.node_id}]={n.name}" for n in nodes if n.broker)
+    ids += "\n" + "\n".join(
+        f"INDEX[{n.name}]={n.index} ID_OF[{n.name}]={n.node_id} LISTEN[{n.name}]={n.listens}"
+        for n in nodes
+    )
+    if networked:
+        where = (
+            "in a network namespace each, on a bridge (NET=A.B.C: its /24, default\n"
+            "# from PORT_BASE), so that iptables and tc cut and slow links between them: run\n"
+            "# it as root. Needs ip, iptables, tc and ss too"
+        )
+    else:
+        where = "on 127.0.0.1 (ports from PORT_BASE)"
     text = f"""#!/usr/bin/env bash
 # {title}
 # Written by `logfork replay --export-script` on {date.today()} from the replay in
 # {run_dir.name} (Kafka {release}, {schedule.cluster.mode}); it needs no logfork.
 #
-# Runs the same cluster as plain Java processes on 127.0.0.1 (ports from PORT_BASE), the
-# same steps with Kafka's own tools and kill(1), and checks the symptom with Kafka's
-# DumpLogSegments. Needs bash, awk, java; a Kafka {release} distribution:
+# Runs the same cluster as plain Java processes {where}. It runs the same steps with
+# Kafka's own tools and kill(1), and checks the symptom with Kafka's DumpLogSegments.
+# Needs bash, awk, java; a Kafka {release} distribution:
 #     KAFKA_HOME=/path/to/kafka_2.13-{release} ./{SCRIPT}
 # (or KAFKA_LIBS=a directory holding every jar). WORK=DIR keeps the nodes' files there;
 # PORT_BASE=N moves the nodes' ports (default {PORT_BASE}, then every 10th).
@@ -244,8 +274,11 @@ LIBS=${{KAFKA_LIBS:-${{KAFKA_HOME:?set KAFKA_HOME to a Kafka {release} distribut
 WORK=${{WORK:-$(mktemp -d /tmp/reproduce.XXXXXX)}}
 TOPIC={topic}
 PORT_BASE=${{PORT_BASE:-{PORT_BASE}}}
-BOOT={boot}
+NETWORKED={int(networked)}
+NET=${{NET:-10.$((PORT_BASE / 256 % 256)).$((PORT_BASE % 256))}}
 NODES="{names}"
+BROKER_NODES="{brokers}"
+CONTROLLERS="{voters}"
 METADATA_NODE={controller}
 pick_class() {{  # the first of these classes the jars hold (a jar lists its entries plainly)
   local c
@@ -255,7 +288,7 @@ pick_class() {{  # the first of these classes the jars hold (a jar lists its ent
   echo "none of $* is in $LIBS" >&2; echo "${{1}}"
 }}
 {tool_vars}
-declare -A PID NODE_OF
+declare -A PID NODE_OF INDEX ID_OF LISTEN
 {ids}
 LOG_PROPERTY={prop}
 LOG_PREFIX={prefix}
@@ -268,19 +301,30 @@ format_node() {{
 }}
 """
     text += LIB.read_text()
+    text += f"BOOT={boot}\n"
     return text + 'log "Kafka jars: $LIBS; nodes\' files: $WORK"\n'
 
 
 def _setup(
-    nodes: list[Node], assignment: str, config: dict[str, object], transactions: bool
+    nodes: list[Node],
+    assignment: str,
+    config: dict[str, object],
+    transactions: bool,
+    plain: bool,
+    filler: list[int] | None,
 ) -> str:
     configs = " ".join(f"--config {k}={property_value(v)}" for k, v in config.items())
     brokers = [n for n in nodes if n.broker]
+    # The controllers first: a broker gives up when no quorum registers it within
+    # initial.broker.registration.timeout.ms (60 s), which a slow start can outlast.
+    first = [n.name for n in nodes if n.controller_port is not None]
+    order = " ".join(first + [n.name for n in nodes if n.name not in first])
     lines = [
-        "for n in $NODES; do",
+        "make_network",
+        f"for n in {order}; do",
         '  mkdir -p "$WORK/$n"',
         '  for f in "$HERE/nodes/$n"/*; do',
-        '    sed -e "s#@WORK@#$WORK#g" -e "$(port_sed)" "$f" >"$WORK/$n/$(basename "$f")"',
+        '    sed -e "s#@WORK@#$WORK#g" -e "$(fill_sed)" "$f" >"$WORK/$n/$(basename "$f")"',
         "  done",
         '  format_node "$n"',
         '  start_node "$n"',
@@ -295,6 +339,14 @@ def _setup(
         f"--replica-assignment {assignment} {configs} >/dev/null",
         'wait_until "partition 0 has a leader" 60 has_leader',
     ]
+    if filler is not None:
+        # The filler's own topic, on the schedule's replicas (suites.explore.live.writes).
+        lines.append(
+            f'tool "$TOPICS" --bootstrap-server "$BOOT" --create --topic "$TOPIC-filler" '
+            f"--replica-assignment {':'.join(map(str, filler))} >/dev/null"
+        )
+    if plain:
+        lines.append("start_writer")
     if transactions:
         lines.append("start_producer")
     lines.append("")

@@ -80,14 +80,15 @@ def test_a_replay_becomes_a_script_on_loopback(tmp_path: Path) -> None:
     assert "--replica-assignment 2:1" in text
     assert "--feature eligible.leader.replicas.version=1" in text
     props = (out / "nodes" / "b1" / "server.properties").read_text()
-    assert "listeners=INTERNAL://127.0.0.1:@PORT+0@\n" in props
-    assert "controller.quorum.voters=101@127.0.0.1:@PORT+30@,102@127.0.0.1:@PORT+40@" in props
+    assert "listeners=INTERNAL://@ADDR+0@:@PORT+0@\n" in props
+    assert "controller.quorum.voters=101@@ADDR+3@:@PORT+30@,102@@ADDR+4@:@PORT+40@" in props
     assert "log.dirs=@WORK@/b1/data\n" in props and "EXTERNAL://" not in props
     assert (
-        "listeners=CONTROLLER://127.0.0.1:@PORT+30@"
+        "listeners=CONTROLLER://@ADDR+3@:@PORT+30@"
         in (out / "nodes/c1/server.properties").read_text()
     )
     assert "@WORK@/b1/server.log" in (out / "nodes/b1/log4j2.properties").read_text()
+    assert "NETWORKED=0" in text  # no step cuts a link: no namespaces, no root
     # bash parses it
     subprocess.run(["bash", "-n", str(script)], check=True)
 
@@ -109,13 +110,97 @@ def test_a_step_that_needs_the_crash_filesystem_is_refused(tmp_path: Path) -> No
         )
 
 
-def test_a_cut_is_refused_until_scripts_build_namespaces(tmp_path: Path) -> None:
+def _export(tmp_path: Path, steps: list[dict], results: list[StepResult]) -> Path:
     data = json.loads(FINDING.read_text())
-    data["steps"] = [{"kind": "cut", "a": 1, "b": 2}]
+    data["steps"] = steps
     path = tmp_path / "s.json"
     path.write_text(json.dumps(data))
-    steps = [StepResult(0, "cut 1 from 2", "cut", "done", {"a": 1, "b": 2})]
-    out = tmp_path / "x"
-    with pytest.raises(ExportError, match="network namespace per broker"):
-        export_script(load_schedule(path), steps, _run_dir(tmp_path), Release("4.0.2"), out, "t")
-    assert not out.exists()  # refused before anything is written
+    run = _run_dir(tmp_path)
+    return export_script(load_schedule(path), results, run, Release("4.0.2"), tmp_path / "x", "t")
+
+
+def test_links_run_each_node_in_a_namespace_of_its_own(tmp_path: Path) -> None:
+    steps = [
+        {"kind": "hold-back", "target": "follower-in-isr"},
+        {"kind": "slow", "a": 1, "b": 3, "rate": 30},
+        {"kind": "cut", "a": 3, "b": "quorum"},
+        {"kind": "heal", "a": 1, "b": 3},
+        {"kind": "expire-session", "target": "leader"},
+        {"kind": "heal"},
+    ]
+    results = [
+        StepResult(0, "hold back", "hold-back", "done", {"follower": 1, "leader": 2}),
+        StepResult(1, "slow", "slow", "done", {"a": 1, "b": 3, "rate": 30}),
+        StepResult(2, "cut", "cut", "done", {"a": 3, "b": "quorum"}),
+        StepResult(3, "heal", "heal", "done", {"a": 1, "b": 3}),
+        StepResult(4, "expire", "expire-session", "done", {"broker": 2}),
+        StepResult(5, "heal", "heal", "done", {"links": ["1-2", "3-quorum", "2-quorum"]}),
+    ]
+    text = _export(tmp_path, steps, results).read_text()
+    assert "NETWORKED=1" in text and "\nmake_network\n" in text
+    assert 'cut_link "${NODE_OF[1]}" "${NODE_OF[2]}"' in text
+    assert 'slow_link "${NODE_OF[1]}" "${NODE_OF[3]}" 30' in text
+    assert 'cut_link "${NODE_OF[3]}" "quorum"' in text
+    assert 'heal_link "${NODE_OF[1]}" "${NODE_OF[3]}"' in text
+    assert 'cut_link "${NODE_OF[2]}" quorum session' in text and "is_fenced 2" in text
+    assert "\nheal_all\n" in text
+    assert 'CONTROLLERS="c1 c2 c3"' in text and "LISTEN[c1]=30" in text
+    subprocess.run(["bash", "-n", str(tmp_path / "x" / "reproduce.sh")], check=True)
+
+
+def test_a_held_alter_partition_is_refused(tmp_path: Path) -> None:
+    steps = [{"kind": "hold-alter-partition", "target": "leader"}]
+    results = [StepResult(0, "hold", "hold-alter-partition", "done", {"broker": 2})]
+    with pytest.raises(ExportError, match="u32"):
+        _export(tmp_path, steps, results)
+    assert not (tmp_path / "x").exists()  # refused before anything is written
+
+
+# DumpLogSegments' batch lines, as 3.9 and 4.x print them
+BATCH = (
+    "baseOffset: {base} lastOffset: {last} count: 5 baseSequence: 0 lastSequence: 4"
+    " producerId: -1 producerEpoch: -1 partitionLeaderEpoch: {epoch} isTransactional: false"
+    " isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1"
+    " size: 100 magic: 2 compresscodec: none crc: {crc} isvalid: true\n"
+)
+DUMP = (
+    "Dumping {f}\nLog starting offset: 0\n"
+    + BATCH.format(base=0, last=4, epoch=0, crc=111)
+    + BATCH.replace("{base}", "5").replace("{last}", "14")
+)
+
+
+def _agree(tmp_path: Path, b3: tuple[int, int] | None, hw: int) -> str:
+    """lib.sh's check_replicas_agree on crafted DumpLogSegments output: b1 and b2 hold epoch 2
+    at [5, 14]; b3 holds `b3` (epoch, crc) there, or stops at 5."""
+    work = tmp_path / "work"
+    for name in ("b1", "b2", "b3"):
+        (work / name / "data").mkdir(parents=True)
+        (work / name / "data" / "replication-offset-checkpoint").write_text(f"0\n1\nt 0 {hw}\n")
+    epoch, crc = b3 or (2, 222)
+    (work / "b1-partition-0.txt").write_text(DUMP.format(f="a", epoch=2, crc=222))
+    (work / "b2-partition-0.txt").write_text(DUMP.format(f="a", epoch=2, crc=222))
+    b3_dump = DUMP.format(f="a", epoch=epoch, crc=crc)
+    (work / "b3-partition-0.txt").write_text(
+        b3_dump if b3 else b3_dump.rsplit("baseOffset: 5", 1)[0]
+    )
+    lib = Path(__file__).parents[1] / "export" / "lib.sh"
+    script = (
+        f"set -eEuo pipefail; PORT_BASE=29090 NETWORKED=0 WORK={work} TOPIC=t;"
+        " BROKER_NODES='b1 b2 b3'; declare -A PID INDEX; HERE=.;"
+        f" source {lib}; check_replicas_agree 0; cat $WORK/symptoms 2>/dev/null || true"
+    )
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+
+
+def test_replicas_that_agree_below_the_high_watermark_show_no_symptom(tmp_path: Path) -> None:
+    assert "diverge" not in _agree(tmp_path, None, 15)  # b3 only shorter: catching up
+    assert "diverge" not in _agree(tmp_path / "2", (2, 222), 15)  # the same batch everywhere
+
+
+def test_replicas_that_differ_below_the_high_watermark_diverge(tmp_path: Path) -> None:
+    out = _agree(tmp_path, (1, 999), 25)
+    assert "b1 and b3 diverge at offset 5, below the high watermark 25" in out
+    assert "5 14 2 222 on b1, 5 14 1 999 on b3" in out
+    # the same difference above the high watermark is an uncommitted tail, no symptom
+    assert "diverge" not in _agree(tmp_path / "2", (1, 999), 5)
