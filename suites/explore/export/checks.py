@@ -24,7 +24,7 @@ MARKER_SECONDS = 60
 def symptom(transactions: bool, brokers: dict[int, str], partitions: tuple[int, ...]) -> str:
     lines = [
         "# The heal, as the replay's: paused brokers resumed, links healed, stopped ones started.",
-        'for n in "${!PID[@]}"; do kill -CONT "${PID[$n]}" 2>/dev/null || true; done',
+        'for n in "${!PID[@]}"; do kill -CONT "${PID[$n]}" 2>/dev/null || true; done; PAUSED=" "',
         "heal_all",
     ]
     for b, name in sorted(brokers.items()):

@@ -198,15 +198,32 @@ broker_state() {
 }
 is_fenced() { [ "$(broker_state "$1")" = fenced ]; }
 is_unfenced() { [ "$(broker_state "$1")" = unfenced ]; }
-# Partition 0's leader, as the metadata log last recorded it: an election is done once the
-# controller has written it (KIP-631), whatever a broker's metadata says yet.
-has_leader() {
+# Partition 0's leader, as the metadata log last recorded it (-1: none yet): an election is
+# done once the controller has written it (KIP-631), whatever a broker's metadata says yet.
+leader_of() {
   metadata_dump | awk -v topic="$TOPIC" "$AWK_FIELDS"'
     /"type":"TOPIC_RECORD"/ && str("name") == topic { id = str("topicId") }
     /"type":"PARTITION(_CHANGE)?_RECORD"/ && id != "" && str("topicId") == id &&
       num("partitionId") == 0 && num("leader") != -9 { leader = num("leader"); seen = 1 }
-    END { exit !(seen && leader >= 0) }'
+    END { print seen ? leader : -1 }'
 }
+has_leader() { (($(leader_of) >= 0)); }
+leads() { [ "$(leader_of)" = "$1" ]; }
+# The brokers a request the controller must answer can go through: running, not paused, and
+# not cut off from the controllers by a step (a broker forwards it there, KIP-590).
+PAUSED=" "
+quorum_boot() {
+  local n link out=()
+  for n in $BROKER_NODES; do
+    if stopped "$n" || [[ $PAUSED == *" $n "* ]]; then continue; fi
+    for link in "${LINKS[@]}"; do if [[ $link == *" $n quorum" ]]; then continue 2; fi; done
+    out+=("$(addr_of "$n"):$((PORT_BASE + LISTEN[$n]))")
+  done
+  local IFS=,
+  echo "${out[*]:-$BOOT}"
+}
+pause_node() { kill -STOP "${PID[$1]}"; PAUSED+="$1 "; }
+resume_node() { kill -CONT "${PID[$1]}"; PAUSED=${PAUSED/ $1 / }; }
 
 # --- symptoms: each one found is a line in $WORK/symptoms ---------------------------------
 symptom() { log "SYMPTOM: $*"; echo "$*" >>"$WORK/symptoms"; }

@@ -38,9 +38,9 @@ def restart(step: Restart, ran: Ran) -> list[str]:
 
 @exporter(Pause)
 def pause(step: Pause, ran: Ran) -> list[str]:
-    return [f'kill -STOP "${{PID[${{NODE_OF[{ran.broker}]}}]}}"']
+    return [f'pause_node "${{NODE_OF[{ran.broker}]}}"']
 
 
 @exporter(Resume)
 def resume(step: Resume, ran: Ran) -> list[str]:
-    return [f'kill -CONT "${{PID[${{NODE_OF[{ran.broker}]}}]}}"']
+    return [f'resume_node "${{NODE_OF[{ran.broker}]}}"']
