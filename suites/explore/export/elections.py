@@ -1,5 +1,6 @@
 """Elections in a script: Kafka's kafka-leader-election.sh (KIP-460), preferred or unclean,
-for partition 0, awaited until the metadata log names the broker the replay elected."""
+for partition 0, asked again through brokers that reach the controllers until the metadata
+log names the broker the replay elected (lib.sh's elect)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,7 @@ from suites.explore.export.registry import Ran, exporter
 
 
 def _elect(kind: str, leader: int) -> list[str]:
-    # Through brokers that reach the controllers: one cut off from them holds the request
-    # until the tool gives up (kafka-leader-election.sh's "Timeout waiting for election
-    # results"); done once the metadata log names the leader the replay elected.
-    return [
-        f'tool "$ELECT" --bootstrap-server "$(quorum_boot)" --election-type {kind} '
-        '--topic "$TOPIC" --partition 0 || true  # "no election needed" exits non-zero too',
-        f'wait_until "broker {leader} elected leader of partition 0" 60 leads {leader}',
-    ]
+    return [f"elect {kind} {leader}"]
 
 
 @exporter(ElectPreferred)

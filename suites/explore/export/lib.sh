@@ -222,6 +222,20 @@ quorum_boot() {
   local IFS=,
   echo "${out[*]:-$BOOT}"
 }
+# An election, asked again until the metadata log names LEADER: the Admin client sends it
+# to a broker of its choosing, and one cut off from the controllers holds it until the
+# client gives up; each try waits 5 s, as logfork's (faults.elections).
+elect() {  # elect PREFERRED|UNCLEAN LEADER
+  local end=$((SECONDS + 60))
+  printf 'request.timeout.ms=5000\ndefault.api.timeout.ms=5000\n' >"$WORK/elect.properties"
+  until leads "$2"; do
+    if ((SECONDS >= end)); then not_reached "broker $2 elected leader of partition 0"; fi
+    # "no election needed" and a timeout both exit non-zero: the metadata log decides.
+    tool "$ELECT" --bootstrap-server "$(quorum_boot)" --admin.config "$WORK/elect.properties" \
+      --election-type "$1" --topic "$TOPIC" --partition 0 >>"$WORK/elections.txt" || true
+  done
+  log "broker $2 elected leader of partition 0 ($1)"
+}
 pause_node() { kill -STOP "${PID[$1]}"; PAUSED+="$1 "; }
 resume_node() { kill -CONT "${PID[$1]}"; PAUSED=${PAUSED/ $1 / }; }
 
