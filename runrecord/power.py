@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 CUT = "cut"  # each partition cut at its recovery point; checkpoints survive
-UNSYNCED, TORN, REORDER = "unsynced", "torn", "reorder"
-FS_MODELS = (UNSYNCED, TORN, REORDER)  # on a crash-simulating filesystem
+UNSYNCED, TORN, REORDER = "unsynced", "torn", "reorder"  # what POSIX promises, no more
+ORDERED = "ordered"  # what ext4 in data=ordered mode keeps (native/crashfs/src/ordered.rs)
+FS_MODELS = (UNSYNCED, TORN, REORDER, ORDERED)  # on a crash-simulating filesystem
 POWER_MODELS = (CUT, *FS_MODELS)
 
 

@@ -179,8 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=POWER_MODELS,
         help="how its power losses lose data: cut (at the recovery point), or on a "
         "crash-simulating filesystem unsynced (every unsynced write, create, rename and "
-        "unlink lost), torn (a prefix of each file's unsynced pages kept) or reorder (any "
-        "subset kept); default: the scenario's own (`logfork list` shows which it takes)",
+        "unlink lost), torn (a prefix of each file's unsynced pages kept), reorder (any "
+        "subset kept) or ordered (as ext4 in data=ordered mode keeps them); default: the "
+        "scenario's own (`logfork list` shows which it takes)",
     )
     p.add_argument(
         "--out",

@@ -157,6 +157,9 @@ class Scenario:
     # How its power losses lose data (fixtures.disks.POWER_MODELS): the first is the
     # default, the others what `--power-model` may choose.
     power_models: tuple[str, ...] = (CUT,)
+    # Power models under which the bug cannot show, with why: there every release is
+    # expected to hold (a filesystem that keeps what the broker forgot to sync).
+    safe_under: dict[str, str] = field(default_factory=dict)
     # The longest transaction.timeout.ms its transactional producers use; recorded in
     # run.json, so that an audit of its log dirs judges hanging transactions by it.
     txn_timeout_ms: int | None = None
@@ -168,9 +171,13 @@ class Scenario:
     def departure(self, release: Release) -> Departure | None:
         return next((d for d in self.departures if release.parts < Release(d.until).parts), None)
 
-    def expected(self, release: Release, mode: str | None = None) -> Outcome:
+    def expected(
+        self, release: Release, mode: str | None = None, power_model: str | None = None
+    ) -> Outcome:
         if self.departure(release) is not None:
             return Outcome.DEPARTS
+        if power_model in self.safe_under:
+            return Outcome.CONSISTENT
         if mode in self.unfixed:
             return Outcome.REPRODUCED
         if self.broken_since is not None and release.parts < Release(self.broken_since).parts:
@@ -179,13 +186,15 @@ class Scenario:
             return Outcome.REPRODUCED
         return Outcome.CONSISTENT
 
-    def expected_symptom(self, release: Release, mode: str | None = None) -> Symptom:
-        """What the brokers must show on this release and mode: the departure's symptom
-        where the release departs, the bug's where it is expected, else consistency."""
+    def expected_symptom(
+        self, release: Release, mode: str | None = None, power_model: str | None = None
+    ) -> Symptom:
+        """What the brokers must show on this release, mode and power model: the departure's
+        symptom where the release departs, the bug's where it is expected, else consistency."""
         departure = self.departure(release)
         if departure is not None:
             return departure.symptom
-        if self.expected(release, mode) == Outcome.REPRODUCED:
+        if self.expected(release, mode, power_model) == Outcome.REPRODUCED:
             assert self.symptom is not None  # checked in __post_init__
             return self.symptom
         return Symptom(CONSISTENT)
@@ -228,12 +237,18 @@ def _body(scenario: Scenario, ctx: RunContext) -> Finding:
         return scenario.body(ctx)
 
 
-def judge(scenario: Scenario, release: Release, mode: str, finding: Finding) -> tuple[Outcome, str]:
+def judge(
+    scenario: Scenario,
+    release: Release,
+    mode: str,
+    finding: Finding,
+    power_model: str | None = None,
+) -> tuple[Outcome, str]:
     """The outcome the brokers earned, and its summary. "reproduced" (or "departs") only
     when they showed exactly the symptom the scenario declares for the release; any other
     bug is "diverged", with both symptoms side by side."""
-    expected = scenario.expected(release, mode)
-    wanted = scenario.expected_symptom(release, mode)
+    expected = scenario.expected(release, mode, power_model)
+    wanted = scenario.expected_symptom(release, mode, power_model)
     observed = finding.observed
     summary = finding.summary
     if not finding.bug_seen:
@@ -249,6 +264,8 @@ def judge(scenario: Scenario, release: Release, mode: str, finding: Finding) -> 
         )
     if mode in scenario.unfixed and outcome == expected and finding.bug_seen:
         summary += f". A known loss, never fixed in {mode} mode: {scenario.unfixed[mode]}"
+    if power_model in scenario.safe_under:
+        summary += f". Under {power_model} it cannot show: {scenario.safe_under[power_model]}"
     departure = scenario.departure(release)
     if departure is not None:
         summary += (
@@ -290,8 +307,9 @@ def run_judged(
     release or scenario raises before any run directory exists. `power_model`: how its
     power losses lose data (default: the scenario's first)."""
     release = resolve(kafka).release
-    expected = scenario.expected(release, mode)
-    wanted = scenario.expected_symptom(release, mode)
+    model = power_model or scenario.power_models[0]
+    expected = scenario.expected(release, mode, model)
+    wanted = scenario.expected_symptom(release, mode, model)
 
     def verdict(
         outcome: Outcome, summary: str, observed: Symptom | None = None, **extra: Any
@@ -316,7 +334,7 @@ def run_judged(
 
     spec = scenario.cluster(kafka, mode)
     spec.base_image = base_image or spec.base_image
-    spec.power_model = power_model or scenario.power_models[0]
+    spec.power_model = model
     cluster = Cluster(spec, run_dir=None)
     record = RunDir((out / f"{scenario.id}-{release}-{mode}-{cluster.run_id}").resolve())
     cluster.run_dir = record.path
@@ -346,7 +364,7 @@ def run_judged(
             finding = _body(scenario, ctx)
             timeline.phase("teardown")
         timeline.phase("done")
-        outcome, summary = judge(scenario, release, mode, finding)
+        outcome, summary = judge(scenario, release, mode, finding, model)
         result = verdict(
             outcome,
             summary,

@@ -29,5 +29,6 @@ def test_expected_outcomes():
     scenario = get("kafka-16541-epoch-checkpoint")
     assert scenario.expected(Release("3.7.1"), "kraft") == Outcome.REPRODUCED
     assert scenario.expected(Release("3.8.0"), "kraft") == Outcome.CONSISTENT
+    assert scenario.expected(Release("3.7.1"), "kraft", "ordered") == Outcome.CONSISTENT
     assert scenario.expected(Release("3.6.2"), "zk") == Outcome.CONSISTENT
     assert scenario.not_applicable(Release("2.8.2"), "zk")  # no directory fsync (KAFKA-3968)

@@ -98,7 +98,8 @@ class PowerLoss(StepKind):
     """Kill a broker and drop what its disk had not made durable. Under the "cut" model
     (null: the default) `lose` trailing batches (never below its flush point), or with null
     everything above the flush point; under a filesystem model (runrecord.power) whatever
-    no fsync made durable, in every file, `seed` drawing what "torn" and "reorder" keep."""
+    no fsync made durable, in every file, `seed` drawing what "torn", "reorder" and
+    "ordered" keep."""
 
     KIND: ClassVar[str] = "power-loss"
     target: Target = field(default=Role.LEADER, metadata=target_field())

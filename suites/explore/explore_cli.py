@@ -109,7 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="M,...",
         help="how power losses lose data, drawn per power-loss step among these: cut (at the "
         "recovery point; the default), unsynced, torn, reorder (on crash-simulating "
-        "filesystems: what no fsync made durable is lost, in every file)",
+        "filesystems: what no fsync made durable is lost, in every file), ordered (as ext4 "
+        "in data=ordered mode loses it)",
     )
     parser.add_argument(
         "--out", metavar="DIR", help="the explore run's directory (default: runs/explore-...)"

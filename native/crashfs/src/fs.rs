@@ -21,6 +21,7 @@ use fuser::{
 use serde_json::{Value, json};
 
 use crate::model::{Id, Kind, Loc, Model, Namespace, ROOT, Rng, Spill};
+use crate::ordered;
 use crate::sys;
 
 // Every change reaches the kernel through this daemon, so its caches cannot go stale.
@@ -285,8 +286,10 @@ impl State {
                 &owned
             }
         };
+        let clock = self.ns.tick();
         let log = self.ns.nodes.get_mut(&id).unwrap().file.as_mut().unwrap();
-        log.truncate(size, file, &mut self.spill).map_err(errno)
+        log.truncate(clock, size, file, &mut self.spill)
+            .map_err(errno)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -338,8 +341,10 @@ impl State {
         // Always read-write: saving a page's durable bytes before an overwrite needs to read.
         let file = sys::open_file(d, &name).map_err(errno)?;
         if flags & libc::O_TRUNC != 0 {
+            let clock = self.ns.tick();
             let log = self.ns.nodes.get_mut(&id).unwrap().file.as_mut().unwrap();
-            log.truncate(0, &file, &mut self.spill).map_err(errno)?;
+            log.truncate(clock, 0, &file, &mut self.spill)
+                .map_err(errno)?;
         }
         let fh = self.fh();
         self.files.insert(fh, Handle { file, node: id });
@@ -474,10 +479,11 @@ impl State {
     }
 
     fn write(&mut self, fh: u64, off: u64, data: &[u8]) -> Res<u32> {
+        let clock = self.ns.tick();
         let h = self.files.get(&fh).ok_or(Errno::EBADF)?;
         let node = self.ns.nodes.get_mut(&h.node).ok_or(Errno::EBADF)?;
         let log = node.file.as_mut().ok_or(Errno::EBADF)?;
-        log.write(off, data, &h.file, &mut self.spill)
+        log.write(clock, off, data, &h.file, &mut self.spill)
             .map_err(errno)?;
         Ok(data.len() as u32)
     }
@@ -491,6 +497,7 @@ impl State {
     }
 
     fn fsync(&mut self, id: Id) -> Res<()> {
+        self.ns.commit();
         let node = self.ns.nodes.get_mut(&id).ok_or(Errno::ENOENT)?;
         if let Some(log) = node.file.as_mut() {
             log.sync(&mut self.spill);
@@ -547,12 +554,13 @@ impl State {
         if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
             return Err(Errno::EOPNOTSUPP); // punching or zeroing: a data change not modelled
         }
+        let clock = self.ns.tick();
         let h = self.files.get(&fh).ok_or(Errno::EBADF)?;
         sys::fallocate(h.file.as_raw_fd(), mode, off, len).map_err(errno)?;
         if mode == 0
             && let Some(log) = self.ns.nodes.get_mut(&h.node).and_then(|n| n.file.as_mut())
         {
-            log.grow(off + len);
+            log.grow(clock, off + len);
         }
         Ok(())
     }
@@ -632,7 +640,11 @@ impl State {
     /// store keeps whatever reached the daemon, as a drive keeps what it had written.
     pub fn detach(&mut self) -> Value {
         if self.frozen {
-            let why = if self.crashed { "crashed" } else { "already detached" };
+            let why = if self.crashed {
+                "crashed"
+            } else {
+                "already detached"
+            };
             return json!({"ok": false, "error": why});
         }
         self.freeze();
@@ -642,7 +654,11 @@ impl State {
     /// The detached disk is back: requests reach the store again.
     pub fn reattach(&mut self) -> Value {
         if self.crashed || !self.frozen {
-            let why = if self.crashed { "crashed" } else { "not detached" };
+            let why = if self.crashed {
+                "crashed"
+            } else {
+                "not detached"
+            };
             return json!({"ok": false, "error": why});
         }
         self.frozen = false;
@@ -672,6 +688,13 @@ impl State {
         self.crashed = true;
         let mut errors: Vec<String> = Vec::new();
         let visible = self.files_in_tree();
+        // `ordered`: the journal's last commit makes every change up to it durable first.
+        let cut = (model == Model::Ordered).then(|| {
+            let files = self.ns.nodes.values().filter_map(|n| n.file.as_ref());
+            let cut = ordered::cut(&self.ns, files, &mut Rng::new(seed, 0));
+            self.ns.commit_through(cut);
+            cut
+        });
         let survivors = self.ns.durable_tree();
         // Where a node is found after the crash: its durable entries up to the root.
         let path_after = |id: Id| -> Option<String> {
@@ -702,9 +725,18 @@ impl State {
                 let file = sys::open_file(d, &name).map_err(|e| e.to_string())?;
                 let size = crate::model::PageIo::size(&file).map_err(|e| e.to_string())?;
                 let log = self.ns.nodes.get_mut(&id).unwrap().file.as_mut().unwrap();
-                let kept = log.choose_kept(model, size, &mut Rng::new(seed, id));
-                log.crash(&kept, &file, &mut self.spill)
-                    .map_err(|e| e.to_string())
+                let mut rng = Rng::new(seed, id);
+                match cut {
+                    Some(cut) => {
+                        let (kept, shape) = ordered::keep(log, size, cut, &mut rng);
+                        log.crash_to(&kept, shape, &file, &mut self.spill)
+                    }
+                    None => {
+                        let kept = log.choose_kept(model, size, &mut rng);
+                        log.crash(&kept, &file, &mut self.spill)
+                    }
+                }
+                .map_err(|e| e.to_string())
             })();
             match res {
                 Ok(out) => {

@@ -6,10 +6,11 @@
 //!
 //! Runs in the foreground until unmounted (or SIGTERM/SIGINT, which unmount). The control
 //! socket speaks one JSON object per line: {"op":"status"}, {"op":"sync_all"},
-//! {"op":"crash","model":"unsynced"|"torn"|"reorder","seed":N}.
+//! {"op":"crash","model":"unsynced"|"torn"|"reorder"|"ordered","seed":N}.
 
 mod fs;
 mod model;
+mod ordered;
 mod sys;
 
 use std::ffi::CString;
@@ -112,7 +113,7 @@ fn handle(state: &Mutex<State>, notifier: &Notifier, line: &str, default_seed: u
         Some("sync_all") => lock().sync_all(),
         Some("crash") => {
             let Some(model) = req["model"].as_str().and_then(Model::parse) else {
-                return json!({"ok": false, "error": "model must be unsynced, torn or reorder"});
+                return json!({"ok": false, "error": "model must be unsynced, torn, reorder or ordered"});
             };
             let seed = req["seed"].as_u64().unwrap_or(default_seed);
             frozen(notifier, || {

@@ -129,6 +129,14 @@ pub struct FileLog {
     order: Vec<u64>,
     written: HashSet<u64>,
     pub bytes_written: u64,
+    /// Per page written since the last sync, the clock at its last write; and every size
+    /// change since then, in order (clock, new size): what the `ordered` model needs to
+    /// place data against the journal's commits.
+    pub(crate) stamps: HashMap<u64, u64>,
+    pub(crate) resizes: Vec<(u64, u64)>,
+    /// The clock of its last rename over another file since the last sync: ext4 writes such
+    /// a file's data out before that rename commits (`auto_da_alloc`).
+    pub(crate) renamed_over: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,6 +144,7 @@ pub enum Model {
     Unsynced,
     Torn,
     Reorder,
+    Ordered,
 }
 
 impl Model {
@@ -144,6 +153,7 @@ impl Model {
             "unsynced" => Some(Model::Unsynced),
             "torn" => Some(Model::Torn),
             "reorder" => Some(Model::Reorder),
+            "ordered" => Some(Model::Ordered),
             _ => None,
         }
     }
@@ -152,6 +162,7 @@ impl Model {
             Model::Unsynced => "unsynced",
             Model::Torn => "torn",
             Model::Reorder => "reorder",
+            Model::Ordered => "ordered",
         }
     }
 }
@@ -254,6 +265,7 @@ impl FileLog {
 
     pub fn write(
         &mut self,
+        clock: u64,
         off: u64,
         data: &[u8],
         io: &dyn PageIo,
@@ -268,6 +280,7 @@ impl FileLog {
             if self.written.insert(page) {
                 self.order.push(page);
             }
+            self.stamps.insert(page, clock);
         }
         io.write_all(data, off)?;
         self.size = self.size.max(end);
@@ -276,7 +289,13 @@ impl FileLog {
     }
 
     /// ftruncate/setattr(size): a data change, durable only on the file's next fsync.
-    pub fn truncate(&mut self, new: u64, io: &dyn PageIo, spill: &mut Spill) -> io::Result<()> {
+    pub fn truncate(
+        &mut self,
+        clock: u64,
+        new: u64,
+        io: &dyn PageIo,
+        spill: &mut Spill,
+    ) -> io::Result<()> {
         let hi = self.size.min(self.durable_size);
         if new < hi {
             // Only pages holding data need a copy; a hole reads back as zeros anyway.
@@ -291,12 +310,16 @@ impl FileLog {
         }
         io.resize(new)?;
         self.size = new;
+        self.resizes.push((clock, new));
         Ok(())
     }
 
     /// The file grew without a write (fallocate): the new range reads as zeros.
-    pub fn grow(&mut self, new: u64) {
-        self.size = self.size.max(new);
+    pub fn grow(&mut self, clock: u64, new: u64) {
+        if new > self.size {
+            self.size = new;
+            self.resizes.push((clock, new));
+        }
     }
 
     pub fn sync(&mut self, spill: &mut Spill) {
@@ -307,6 +330,9 @@ impl FileLog {
         }
         self.order.clear();
         self.written.clear();
+        self.stamps.clear();
+        self.resizes.clear();
+        self.renamed_over = None;
         self.bytes_written = 0;
         self.durable_size = self.size;
     }
@@ -329,6 +355,7 @@ impl FileLog {
                 cands[..k].iter().copied().collect()
             }
             Model::Reorder => cands.into_iter().filter(|_| rng.next() & 1 == 1).collect(),
+            Model::Ordered => unreachable!("ordered keeps pages against a commit: ordered::keep"),
         }
     }
 
@@ -349,8 +376,25 @@ impl FileLog {
         io: &dyn PageIo,
         spill: &mut Spill,
     ) -> io::Result<CrashOutcome> {
+        let shape = Survivor {
+            size: self.durable_size,
+            zero_from: u64::MAX,
+        };
+        self.crash_to(kept, shape, io, spill)
+    }
+
+    /// As `crash`, where a size change survived: the file is at least `shape.size` long, and
+    /// its durable bytes at or past `shape.zero_from` were cut by a surviving truncation (what
+    /// is not kept there reads as zeros).
+    pub fn crash_to(
+        &mut self,
+        kept: &HashSet<u64>,
+        shape: Survivor,
+        io: &dyn PageIo,
+        spill: &mut Spill,
+    ) -> io::Result<CrashOutcome> {
         let cur = io.size()?;
-        let mut fin = self.durable_size;
+        let mut fin = shape.size;
         for &p in kept {
             fin = fin.max(((p + 1) * PAGE).min(cur));
         }
@@ -379,7 +423,8 @@ impl FileLog {
             before.truncate(got);
             let after_len = (fin - start).min(PAGE) as usize;
             let mut after = vec![0u8; after_len];
-            let durable = self.durable_page(p, spill)?;
+            let mut durable = self.durable_page(p, spill)?;
+            durable.truncate(shape.zero_from.saturating_sub(start).min(PAGE) as usize);
             if kept.contains(&p) {
                 let n = before.len().min(after_len);
                 after[..n].copy_from_slice(&before[..n]);
@@ -417,6 +462,14 @@ impl FileLog {
             size_after: fin,
         })
     }
+}
+
+/// The size a crash leaves a file at before kept pages extend it, and where a surviving
+/// truncation cut its durable bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Survivor {
+    pub size: u64,
+    pub zero_from: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -502,6 +555,8 @@ pub struct NsOp {
     pub to_path: Option<String>,
     /// Directories it touched that have not been fsynced since.
     unsynced: Vec<Id>,
+    /// The namespace's clock when it was made.
+    pub seq: u64,
 }
 
 impl NsOp {
@@ -526,6 +581,10 @@ pub struct Namespace {
     pub ops: Vec<NsOp>,
     next: Id,
     trash: usize,
+    /// One clock for every change in the store, namespace and data, and its reading at the
+    /// last fsync of anything: a journaling filesystem commits its whole journal then.
+    pub clock: u64,
+    pub committed: u64,
 }
 
 impl Default for Namespace {
@@ -552,6 +611,8 @@ impl Namespace {
             ops: Vec::new(),
             next: ROOT + 1,
             trash: 0,
+            clock: 0,
+            committed: 0,
         }
     }
 
@@ -607,7 +668,30 @@ impl Namespace {
         let mut dirs: Vec<Id> = op.dirs().collect();
         dirs.dedup();
         op.unsynced = dirs;
+        op.seq = self.tick();
         self.ops.push(op);
+    }
+
+    /// The next reading of the store's clock.
+    pub fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// An fsync or fsyncdir of anything: the `ordered` model's journal commit.
+    pub fn commit(&mut self) {
+        self.committed = self.tick();
+    }
+
+    /// Make durable, in the order they were made, the pending operations made up to `cut`
+    /// (a journal that committed then); the rest stay pending, for a crash to undo.
+    pub fn commit_through(&mut self, cut: u64) {
+        let ops = std::mem::take(&mut self.ops);
+        let (done, pending): (Vec<NsOp>, Vec<NsOp>) = ops.into_iter().partition(|o| o.seq <= cut);
+        for op in &done {
+            self.apply(op);
+        }
+        self.ops = pending;
     }
 
     /// create or mkdir, after the backing object exists.
@@ -633,6 +717,7 @@ impl Namespace {
             path,
             to_path: None,
             unsynced: Vec::new(),
+            seq: 0,
         });
         id
     }
@@ -658,6 +743,7 @@ impl Namespace {
             path,
             to_path: None,
             unsynced: Vec::new(),
+            seq: 0,
         });
         Some(id)
     }
@@ -683,11 +769,17 @@ impl Namespace {
             path,
             to_path: Some(to_path),
             unsynced: Vec::new(),
+            seq: 0,
         });
+        let at = self.clock;
+        if let (Some(_), Some(f)) = (replaced, self.nodes.get_mut(&id).unwrap().file.as_mut()) {
+            f.renamed_over = Some(at);
+        }
         Some((id, replaced))
     }
 
     pub fn fsyncdir(&mut self, dir: Id) {
+        self.commit();
         for op in &mut self.ops {
             op.unsynced.retain(|d| *d != dir);
         }
@@ -695,6 +787,7 @@ impl Namespace {
     }
 
     pub fn sync_all(&mut self) {
+        self.commit();
         for op in &mut self.ops {
             op.unsynced.clear();
         }
@@ -889,11 +982,11 @@ impl Namespace {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::cell::RefCell;
 
-    struct Mem(RefCell<Vec<u8>>);
+    pub(crate) struct Mem(pub(crate) RefCell<Vec<u8>>);
 
     impl PageIo for Mem {
         fn read_full(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
@@ -924,7 +1017,7 @@ mod tests {
         }
     }
 
-    fn spill() -> Spill {
+    pub(crate) fn spill() -> Spill {
         let path = std::env::temp_dir().join(format!(
             "crashfs-spill-{}-{:?}",
             std::process::id(),
@@ -953,8 +1046,8 @@ mod tests {
         let mut sp = spill();
         let durable: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
         let (io, mut log) = synced(&durable);
-        log.write(5000, &[7u8; 3000], &io, &mut sp).unwrap();
-        log.write(10, &[9u8; 5], &io, &mut sp).unwrap();
+        log.write(0, 5000, &[7u8; 3000], &io, &mut sp).unwrap();
+        log.write(0, 10, &[9u8; 5], &io, &mut sp).unwrap();
         assert_eq!(io.0.borrow()[10], 9);
         let out = log.crash(&HashSet::new(), &io, &mut sp).unwrap();
         assert_eq!(*io.0.borrow(), durable);
@@ -966,9 +1059,9 @@ mod tests {
     fn fsync_makes_writes_durable() {
         let mut sp = spill();
         let (io, mut log) = synced(b"");
-        log.write(0, b"hello", &io, &mut sp).unwrap();
+        log.write(0, 0, b"hello", &io, &mut sp).unwrap();
         log.sync(&mut sp);
-        log.write(5, b" world", &io, &mut sp).unwrap();
+        log.write(0, 5, b" world", &io, &mut sp).unwrap();
         let out = log.crash(&HashSet::new(), &io, &mut sp).unwrap();
         assert_eq!(&*io.0.borrow(), b"hello");
         assert_eq!(out.dropped, vec![(5, 11)]);
@@ -979,10 +1072,10 @@ mod tests {
         let mut sp = spill();
         let durable: Vec<u8> = (0..20000u32).map(|i| (i % 13 + 1) as u8).collect();
         let (io, mut log) = synced(&durable);
-        log.truncate(100, &io, &mut sp).unwrap();
-        log.write(100, b"xyz", &io, &mut sp).unwrap();
-        log.truncate(50, &io, &mut sp).unwrap();
-        log.truncate(9000, &io, &mut sp).unwrap();
+        log.truncate(0, 100, &io, &mut sp).unwrap();
+        log.write(0, 100, b"xyz", &io, &mut sp).unwrap();
+        log.truncate(0, 50, &io, &mut sp).unwrap();
+        log.truncate(0, 9000, &io, &mut sp).unwrap();
         let out = log.crash(&HashSet::new(), &io, &mut sp).unwrap();
         assert_eq!(*io.0.borrow(), durable);
         assert_eq!((out.size_before, out.size_after), (9000, 20000));
@@ -997,7 +1090,7 @@ mod tests {
             let (io, mut log) = synced(&[1u8; 8192]);
             let order = [3u64, 0, 5, 1];
             for &p in &order {
-                log.write(p * PAGE, &[p as u8 + 10; PAGE as usize], &io, &mut sp)
+                log.write(0, p * PAGE, &[p as u8 + 10; PAGE as usize], &io, &mut sp)
                     .unwrap();
             }
             let size = io.size().unwrap();
@@ -1029,7 +1122,7 @@ mod tests {
             let mut sp = spill();
             let (io, mut log) = synced(&[1u8; 4 * PAGE as usize]);
             for p in 0..4u64 {
-                log.write(p * PAGE, &[2u8; PAGE as usize], &io, &mut sp)
+                log.write(0, p * PAGE, &[2u8; PAGE as usize], &io, &mut sp)
                     .unwrap();
             }
             let kept = log.choose_kept(Model::Reorder, 4 * PAGE, &mut Rng::new(seed, 3));
@@ -1055,7 +1148,7 @@ mod tests {
         let mut sp = spill();
         let (io, mut log) = synced(b"");
         for p in 0..32u64 {
-            log.write(p * PAGE, &[1; 10], &io, &mut sp).unwrap();
+            log.write(0, p * PAGE, &[1; 10], &io, &mut sp).unwrap();
         }
         let size = io.size().unwrap();
         let a = log.choose_kept(Model::Reorder, size, &mut Rng::new(42, 9));

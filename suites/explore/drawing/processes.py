@@ -54,8 +54,8 @@ def _draw_resume(rng: random.Random, c: Cluster, _o: DrawOptions) -> Resume:
 
 def _draw_power_loss(rng: random.Random, c: Cluster, options: DrawOptions) -> PowerLoss:
     """Under a model drawn from the options' power models; with a filesystem model, what it
-    loses is the filesystem's to say (no `lose`), and a seed draws what torn and reorder
-    keep."""
+    loses is the filesystem's to say (no `lose`), and a seed draws what torn, reorder and
+    ordered keep."""
     target = replica_or(rng, c, [(Role.LEADER, 0.5), (Role.FOLLOWER_IN_ISR, 0.3)])
     step = PowerLoss(target, choose(rng, [(None, 0.5), (1, 0.3), (2, 0.2)]))
     models = options.power_models
