@@ -13,7 +13,9 @@ recorded in the timeline):
   (fixtures.disks), which loses every write, create, rename, unlink and truncate that no
   fsync made durable, in every file (segments, indexes, every checkpoint, the clean-shutdown
   marker, the KRaft metadata log); "torn" keeps a prefix of each file's unsynced pages,
-  "reorder" any subset. The node is frozen, its disks rolled back, then killed; what each
+  "reorder" any subset; "ordered" loses what ext4 in data=ordered mode loses (metadata as
+  an ordered prefix committed by any fsync, appends only with their size change). The node
+  is frozen, its disks rolled back, then killed; what each
   file lost is recorded. What the filesystem keeps is decided by the broker's own fsyncs
   (and by `writeback`, the OS writing dirty pages back on its own).
 """
@@ -112,8 +114,8 @@ def power_loss(
     """Cut the node's power under `model` (default: the cluster's). "cut": kill it and cut
     each partition after its recovery point (or at `cut_at`; `lose`: drop only the last
     `lose` batches, never below the recovery point). A filesystem model decides itself
-    what is lost (`cut_at` and `lose` do not apply); `seed` draws what "torn" and "reorder"
-    keep."""
+    what is lost (`cut_at` and `lose` do not apply); `seed` draws what "torn", "reorder" and
+    "ordered" keep."""
     model = model or cluster.power_model
     if model != CUT:
         if cut_at is not None or lose is not None:
@@ -168,11 +170,34 @@ def _log_ends(node: Node, topics: set[str] | None) -> dict[tuple[str, int], tupl
     return ends
 
 
-def _filesystem_loss(
-    cluster: Cluster, node: Node, model: str, seed: int, topics: set[str] | None
-) -> dict[tuple[str, int], Loss]:
-    """Freeze the node (it does nothing more, as at a power cut), roll its disks back under
-    the model, kill it, and mount the survivors for its next start."""
+def outage(
+    cluster: Cluster,
+    nodes: list[Node],
+    *,
+    model: str | None = None,
+    seed: int = 0,
+    topics: set[str] | None = None,
+) -> dict[str, dict[tuple[str, int], Loss]]:
+    """A power cut of several nodes at once (a rack's or a datacenter's): every node frozen
+    first, so that none writes or fsyncs after another lost power, then each rolled back
+    under the filesystem model (default: the cluster's) and killed. Per node, its losses."""
+    model = model or cluster.power_model
+    if model == CUT:
+        raise ValueError("an outage needs a filesystem model: the cut model loses per node")
+    before = {}
+    for node in nodes:
+        before[node.name] = _frozen(cluster, node, model, topics)
+    return {
+        node.name: _roll_back(cluster, node, model, seed + 100 * i, topics, before[node.name])
+        for i, node in enumerate(nodes)
+    }
+
+
+def _frozen(
+    cluster: Cluster, node: Node, model: str, topics: set[str] | None
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """The node frozen (it does nothing more, as at a power cut) on its crash-simulating
+    disks; its partitions' log ends just before."""
     disks = cluster.disks
     if disks is None or not disks.of(node):
         raise NotReached(
@@ -183,6 +208,30 @@ def _filesystem_loss(
         raise NotReached(f"{node.name} running before its power loss", f"status {node.status()}")
     before = _log_ends(node, topics)
     process.pause(cluster, node)
+    return before
+
+
+def _filesystem_loss(
+    cluster: Cluster, node: Node, model: str, seed: int, topics: set[str] | None
+) -> dict[tuple[str, int], Loss]:
+    """Freeze the node, roll its disks back under the model, kill it, and mount the
+    survivors for its next start."""
+    before = _frozen(cluster, node, model, topics)
+    return _roll_back(cluster, node, model, seed, topics, before)
+
+
+def _roll_back(
+    cluster: Cluster,
+    node: Node,
+    model: str,
+    seed: int,
+    topics: set[str] | None,
+    before: dict[tuple[str, int], tuple[int, int]],
+) -> dict[tuple[str, int], Loss]:
+    """A frozen node's disks rolled back under the model; the node killed, its survivors
+    mounted for its next start, and what each file lost recorded."""
+    disks = cluster.disks
+    assert disks is not None  # _frozen checked
     reports = disks.crash(node, model, seed)  # type: ignore[arg-type]
     node.kill("SIGKILL")  # a frozen container dies at once; nothing it held runs again
     process.await_status(node, {"exited"}, "exited after its power loss")

@@ -19,6 +19,7 @@ from suites.scenarios import (
     kip_903,
     kip_966,
     lagging_compacted,
+    new_partition_outage,
     production_mix,
     smoke,
 )
@@ -44,6 +45,7 @@ SCENARIOS: dict[str, Scenario] = {
         kafka_17754.JAVA_CLIENT,
         kafka_20716.SCENARIO,
         clean_shutdown_marker.SCENARIO,
+        new_partition_outage.SCENARIO,
         kip_359.SCENARIO,
         kip_595.FAILOVER,
         kip_595.MISMATCH,

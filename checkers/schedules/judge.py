@@ -177,15 +177,31 @@ def elr_on(release: Release, mode: str) -> bool:
 
 
 def loss_rule(
-    seen: Observed, *, release: Release, mode: str, unclean_enabled: bool
+    seen: Observed,
+    *,
+    release: Release,
+    mode: str,
+    unclean_enabled: bool,
+    flush_every_message: bool = False,
 ) -> tuple[bool, str]:
-    """Whether the partition's lost acks=all writes are allowed, and the rule that says so."""
+    """Whether the partition's lost acks=all writes are allowed, and the rule that says so.
+    `flush_every_message`: the topic sets flush.messages=1."""
     lost = seen.durable_lost
     if unclean_enabled and unclean_elections(seen.states):
         return True, (
             "unclean election: the topic enables unclean.leader.election.enable and the "
             "state history shows a leader elected from outside the ISR, which may lose "
             "acknowledged writes"
+        )
+    dropped = [off for off in lost if any(lo <= off < hi for lo, hi in seen.dropped)]
+    if flush_every_message and dropped:
+        # A replica appends, then flushes, before it fetches again (UnifiedLog's flush on
+        # flush.messages), and the high watermark passes a write only once every ISR
+        # member fetched past it: whichever replica an election chose had it on disk.
+        return False, (
+            "flush.messages=1: every replica in the ISR fsynced each write before it was "
+            "acknowledged, so no election explains losing one; the disks lost fsynced "
+            f"writes (offsets {dropped[0]}..{dropped[-1]} in tails power losses dropped)"
         )
     if seen.dropped:
         if elr_on(release, mode):
@@ -218,7 +234,12 @@ def loss_rule(
 
 
 def judge_partition(
-    seen: Observed, *, release: Release, mode: str, unclean_enabled: bool
+    seen: Observed,
+    *,
+    release: Release,
+    mode: str,
+    unclean_enabled: bool,
+    flush_every_message: bool = False,
 ) -> tuple[str | None, str, str | None]:
     """(finding kind or None, one line, the loss rule that decided, if one did)."""
     if seen.recreated:
@@ -278,7 +299,13 @@ def judge_partition(
     if seen.audit_status == "diverged":
         where = high_watermark_clause(seen.below_high_watermark)
         return DIVERGED, f"replicas diverged at offset {seen.diverged_at} ({where})", None
-    allowed, rule = loss_rule(seen, release=release, mode=mode, unclean_enabled=unclean_enabled)
+    allowed, rule = loss_rule(
+        seen,
+        release=release,
+        mode=mode,
+        unclean_enabled=unclean_enabled,
+        flush_every_message=flush_every_message,
+    )
     excused = ""  # what the loss rule allows (a marker, a read anomaly), said after the losses
     if seen.hanging or seen.stable_stuck:
         if seen.stable_stuck is not None and bool(seen.hanging) != seen.stable_stuck:
@@ -372,6 +399,7 @@ def judge(
     release: Release,
     mode: str,
     unclean_enabled: bool,
+    flush_every_message: bool = False,
     exited: Mapping[int, str] | None = None,
 ) -> Judgement:
     """The schedule's judgement: its own partition's finding first, then the background
@@ -381,7 +409,11 @@ def judge(
     rules: dict[int, str | None] = {}
     for p, seen in sorted(partitions.items()):
         kinds[p], lines[p], rules[p] = judge_partition(
-            seen, release=release, mode=mode, unclean_enabled=unclean_enabled
+            seen,
+            release=release,
+            mode=mode,
+            unclean_enabled=unclean_enabled,
+            flush_every_message=flush_every_message,
         )
     modelled = {
         p: judge_partition(
@@ -389,6 +421,7 @@ def judge(
             release=release,
             mode=mode,
             unclean_enabled=unclean_enabled,
+            flush_every_message=flush_every_message,
         )[0]
         for p in kinds
         if kinds[p] in BESIDE_MODEL

@@ -149,6 +149,22 @@ def test_power_loss_before_kraft_41_is_last_replica_standing() -> None:
         assert not allowed and "not all in a dropped tail" in rule
 
 
+def test_with_flush_every_message_a_dropped_write_is_the_disks_loss() -> None:
+    """flush.messages=1: no election excuses an acknowledged write the disks dropped."""
+    states = [StateSeen(1, (1,)), StateSeen(1, (1,), RecoveryState.RECOVERING)]
+    seen = clean(durable_lost=[7, 8], dropped=[(5, 10)], states=states)
+    for target in (ZK, KRAFT_39, KRAFT_43):
+        j = judge({0: seen}, unclean_enabled=False, flush_every_message=True, **target)
+        assert j.failure == LOST and j.rule is not None and "flush.messages=1" in j.rule
+        assert "offsets 7..8" in j.rule
+        assert judge({0: seen}, unclean_enabled=False, **target).failure is None
+    # An unclean election the topic allows still explains it: its leader may never have
+    # held the write.
+    elected = [StateSeen(1, (1,)), StateSeen(-1, (1,)), StateSeen(2, (2,))]
+    unclean = clean(durable_lost=[7], dropped=[(5, 10)], states=elected)
+    assert judge({0: unclean}, unclean_enabled=True, flush_every_message=True, **ZK).failure is None
+
+
 def test_power_loss_on_kraft_41_needs_an_unclean_or_last_known_leader_election() -> None:
     assert elr_on(Release("4.1.0"), "kraft") and not elr_on(Release("4.0.2"), "kraft")
     assert not elr_on(Release("4.3.1"), "zk")

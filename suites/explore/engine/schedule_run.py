@@ -379,6 +379,7 @@ def _body(
         release=cluster.release,
         mode=cluster.mode,
         unclean_enabled=shape_topic.unclean_leader_election_enable,
+        flush_every_message=shape_topic.flush_messages == 1,
         exited=live.exited,
     )
     history = live.history
