@@ -477,10 +477,19 @@ EXPORTED = {
     "KAFKA-20961": "lost leader epoch(s) 0",
     "KAFKA-20716": "still has a transaction open 60 s after the heal",
 }
+PORT_BASE = 31090
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("finding", sorted(EXPORTED))
+@pytest.mark.parametrize(
+    "finding",
+    [
+        "KAFKA-20961",
+        # Its script waits out a transaction's timeout and cuts links: minutes longer, so
+        # `tox -e exported` runs it, not .ci/run.
+        pytest.param("KAFKA-20716", marks=pytest.mark.slow),
+    ],
+)
 def test_a_finding_exported_reproduces_without_logfork(
     kafka_target, logfork_runs, capsys, tmp_path, finding
 ):
@@ -503,8 +512,10 @@ def test_a_finding_exported_reproduces_without_logfork(
     (libs,) = re.findall(r"KAFKA_LIBS=(\S+)", out)
     work = tmp_path / "work"
     work.mkdir()
-    # Ports of their own: another script (a user's) may hold the default ones.
-    env = {**os.environ, "KAFKA_LIBS": libs, "WORK": str(work), "PORT_BASE": "39090"}
+    # Ports of their own: another script (a user's) may hold the default ones. Below the
+    # ephemeral range (32768 on): a client socket there, or a container's published port,
+    # fails the bind.
+    env = {**os.environ, "KAFKA_LIBS": libs, "WORK": str(work), "PORT_BASE": str(PORT_BASE)}
     ran = subprocess.run(
         ["bash", str(out_dir / "reproduce.sh")],
         env=env,
@@ -523,4 +534,4 @@ def test_a_finding_exported_reproduces_without_logfork(
     }
     for what, command in shown.items():
         listed = subprocess.run(command, capture_output=True, text=True).stdout
-        assert "rp39090" not in listed, f"{what} left behind: {listed}"
+        assert f"rp{PORT_BASE}" not in listed, f"{what} left behind: {listed}"

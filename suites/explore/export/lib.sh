@@ -54,8 +54,16 @@ in_ns() {  # in_ns NODE COMMAND...: run it in the node's namespace (or plainly, 
   # nsenter execs the command in the namespace (ip netns exec forks it first)
   if ((NETWORKED)); then nsenter "--net=/run/netns/$NS_PREFIX-$n" -- "$@"; else "$@"; fi
 }
+ports_free() {  # on 127.0.0.1 the nodes' ports must be free: a socket there fails the bind
+  local lo=$PORT_BASE hi=$((PORT_BASE + 10 * (${#INDEX[@]} + 1))) held
+  held=$(ss -Htan "( sport >= :$lo and sport <= :$hi )" 2>/dev/null | head -3)
+  if [ -n "$held" ]; then
+    echo "ports $lo-$hi are in use on this machine (ss: $held): set PORT_BASE to a free range" >&2
+    exit 2
+  fi
+}
 make_network() {
-  ((NETWORKED)) || return 0
+  ((NETWORKED)) || { ports_free; return 0; }
   if [ "$(id -u)" != 0 ]; then
     echo "this script cuts links between nodes (ip netns, iptables, tc): run it as root" >&2
     exit 2
