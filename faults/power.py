@@ -15,9 +15,9 @@ recorded in the timeline):
   marker, the KRaft metadata log); "torn" keeps a prefix of each file's unsynced pages,
   "reorder" any subset; "ordered" loses what ext4 in data=ordered mode loses (metadata as
   an ordered prefix committed by any fsync, appends only with their size change). The node
-  is frozen, its disks rolled back, then killed; what each
-  file lost is recorded. What the filesystem keeps is decided by the broker's own fsyncs
-  (and by `writeback`, the OS writing dirty pages back on its own).
+  is frozen, its disks rolled back, then killed; what each file lost is recorded. What the
+  filesystem keeps is decided by the broker's own fsyncs (and by `writeback`, the OS writing
+  dirty pages back on its own).
 """
 
 from __future__ import annotations

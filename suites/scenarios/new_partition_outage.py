@@ -87,7 +87,7 @@ def body(ctx: RunContext) -> Finding:
     cluster = ctx.cluster
     nodes = [ctx.broker(b) for b in BROKERS]
     assert cluster.disks is not None
-    mounts = {b: cluster.disks.of(ctx.broker(b))[0].mount for b in BROKERS}
+    mounts = {b: cluster.disks.of(n)[0].mount for b, n in zip(BROKERS, nodes, strict=True)}
     steps.produce_batch(ctx, RESIDENT, RECORDS, to=A, acks="all")
     if cluster.mode == "zk":
         # The first LeaderAndIsr started the checkpoint thread, which checkpoints at once: let
