@@ -63,6 +63,8 @@ EPOCH_CACHE_LOST = "epoch-cache-lost"
 # A broker a reassignment removed still holds the replica under its own name after the heal
 # (a broker down at the change must find it a stray when it starts: KAFKA-13127).
 LEFT_BEHIND = "replica-left-behind"
+# A node that cannot start again on what its disk kept (its storage as the format left it).
+UNSTARTABLE = "node-cannot-start"
 # Why a transaction hangs, where a run can tell. Several ways end in the same symptom, and
 # explore shrinks each cause apart (`finding_key`): the coordinator skipped the partition's
 # marker, taking a partition with no leader for deleted (KAFKA-20734, KRaft from 4.3.0); a
@@ -98,7 +100,7 @@ SYMPTOM_KINDS = (
     CONSISTENT, STUCK, DIVERGED, LOST, DEPARTS, VIOLATED, FENCED_LEADER, HANGING,
     TORN_TRANSACTION, ABORTED_READ, PAST_STABLE, PAST_HIGH_WATERMARK, OUT_OF_ORDER,
     DUPLICATE_SEQUENCE, RECREATED,
-    FETCH_LOOP, EPOCH_CACHE_LOST, LEFT_BEHIND,
+    FETCH_LOOP, EPOCH_CACHE_LOST, LEFT_BEHIND, UNSTARTABLE,
 )  # fmt: skip
 
 

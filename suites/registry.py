@@ -5,6 +5,7 @@ from __future__ import annotations
 from basics.errors import SetupError
 from suites.scenario import Scenario
 from suites.scenarios import (
+    bootstrap_power_cut,
     clean_shutdown_marker,
     kafka_7128,
     kafka_16541,
@@ -46,6 +47,7 @@ SCENARIOS: dict[str, Scenario] = {
         kafka_20716.SCENARIO,
         clean_shutdown_marker.SCENARIO,
         new_partition_outage.SCENARIO,
+        bootstrap_power_cut.SCENARIO,
         kip_359.SCENARIO,
         kip_595.FAILOVER,
         kip_595.MISMATCH,

@@ -296,6 +296,37 @@ def _replay_finding(
 
 
 @pytest.mark.cluster
+def test_replay_of_an_outage_soon_after_the_topic_s_creation(kafka_target, logfork_runs, capsys):
+    """flush.messages=1, two acks=all batches, then every broker's power cut at once and all
+    three back (docs/schedules/kraft-outage.json): the outage proves its effect (every broker
+    lost, each one's cut recorded), and the verdict follows what the disks kept. Where the
+    outage took the new partition's directory from every replica (nothing had fsynced the
+    log dir since its creation: docs/findings/new-partition-outage.md), the writes are lost
+    and no election excuses it; where a checkpoint had fsynced the log dir first, nothing
+    is."""
+    if kafka_target.mode != "kraft":
+        pytest.skip("a KRaft schedule")
+    args = ["replay", str(SCHEDULES / "kraft-outage.json"), "--kafka-version", kafka_target.kafka]
+    code = cli.main([*args, "--out", str(logfork_runs), "--no-report"])
+    out = capsys.readouterr().out
+    verdict = json.loads((Path(_printed(out, "run directory")[0]) / "verdict.json").read_text())
+    steps = verdict["details"]["steps"]
+    assert [s["status"] for s in steps] == ["done"] * 6, out
+    assert steps[2]["targets"]["brokers"] == [1, 2, 3], out
+    cuts = verdict["details"]["power_losses"]
+    assert sorted((c["step"], c["broker"], c["model"]) for c in cuts) == [
+        (2, b, "unsynced") for b in (1, 2, 3)
+    ], out
+    emptied = all(c["ends"]["0"][1] == 0 for c in cuts)
+    failure = verdict["details"]["judgement"]["failure"]
+    if emptied:
+        assert (code, failure) == (1, "lost-acknowledged"), out
+        assert "rule:    flush.messages=1" in out, out
+    else:
+        assert (code, failure) == (0, None), out
+
+
+@pytest.mark.cluster
 def test_replay_of_the_kafka_20961_finding(kafka_target, logfork_runs, capsys):
     """The finding explore made blind on 4.4.0 (docs/findings/KAFKA-20961.md): the leader's
     empty replica moved to its other log dir comes back without the epoch it leads in. So

@@ -59,7 +59,7 @@ def compare(
     beside = judgement.modelled.get(SCHEDULE_PARTITION, actual)
     rules = prediction.followed
     told = tuple(
-        (c.step, c.ends[SCHEDULE_PARTITION][1])
+        (c.step, c.broker, c.ends[SCHEDULE_PARTITION][1])
         for c in power_cuts
         if c.model != CUT and SCHEDULE_PARTITION in c.ends
     )
@@ -99,7 +99,7 @@ def compare(
         if told:
             said.append(
                 "given where the power losses left the partition ("
-                + ", ".join(f"step {i}: log end {end}" for i, end in told)
+                + ", ".join(f"step {i}: broker {b}'s log end {end}" for i, b, end in told)
                 + ")"
             )
         if unserved:
@@ -148,7 +148,8 @@ def compare(
     comparison.unpredictable = "; ".join(
         [
             *(
-                f"the power loss at step {c.step} rolled back {', '.join(c.unmodelled)}"
+                f"the power loss of broker {c.broker} at step {c.step} rolled back "
+                f"{', '.join(c.unmodelled)}"
                 for c in power_cuts
                 if c.unmodelled
             ),

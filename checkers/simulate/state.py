@@ -60,10 +60,11 @@ class SimOptions:
     # model cannot call, so a run on real brokers tells it (`Live`), and the model's own
     # choice (the lowest registered broker) stands only where nothing was seen.
     controller_after: tuple[tuple[int, int], ...] = ()
-    # (step, log end) for each power loss under a filesystem model (runrecord.power): what
-    # survives there is decided by the broker's own fsyncs, which the model does not follow,
-    # so a run on real brokers tells it where the schedule's partition ended up.
-    kept_after_power_loss: tuple[tuple[int, int], ...] = ()
+    # (step, broker, log end) for each broker's power loss under a filesystem model
+    # (runrecord.power; an outage cuts several in one step): what survives there is decided
+    # by the broker's own fsyncs, which the model does not follow, so a run on real brokers
+    # tells it where the schedule's partition ended up.
+    kept_after_power_loss: tuple[tuple[int, int, int], ...] = ()
     # Steps (by index) a run on real brokers skipped because the transaction coordinator
     # could not serve them (runrecord.schedule_roles.Unserved): the model does not follow
     # the coordinator, so the run tells it, and it skips them too.

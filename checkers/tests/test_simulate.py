@@ -22,7 +22,7 @@ from runrecord.steps.base import QUORUM, Role
 from runrecord.steps.disks import FailDir, MoveDir
 from runrecord.steps.elections import ElectPreferred, ElectUnclean
 from runrecord.steps.links import Cut, ExpireSession, Heal, HoldBack
-from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.processes import Kill, Outage, Pause, PowerLoss, Restart, Resume
 from runrecord.steps.quorum import Quorum
 from runrecord.steps.waits import Wait
 from runrecord.steps.writes import Produce
@@ -425,6 +425,27 @@ def test_power_loss_of_every_isr_member_halts_the_follower_before_2_0() -> None:
     p = simulate(Schedule(TWO, steps=steps), KIP101)
     assert p.outcome is Fate.STUCK and p.stuck[2].startswith("halted: log end offset 2")
     assert p.power_losses == 2 and ids(p.lost_acknowledged) == [0]
+
+
+def test_an_outage_cuts_every_running_broker_and_keeps_what_each_was_told() -> None:
+    every = TopicConfig(min_insync_replicas=2, flush_messages=1)
+    three = Cluster(brokers=3, replication_factor=3, topic_config=every)
+    steps = (Produce(3), Outage(), Restart(1), Restart(2), Restart(3))
+    p = simulate(Schedule(three, steps=steps), KIP279)
+    # flush.messages=1: every replica flushed each write, so the model loses nothing.
+    assert p.steps[1].targets == {"brokers": [1, 2, 3], "lost_batches": 0}
+    assert p.power_losses == 3 and p.outcome is Fate.CONSISTENT and p.lost_acknowledged == []
+    # The disks decide what a filesystem model keeps: told each replica ended empty (a new
+    # partition's directory gone), the model loses the acknowledged writes with them.
+    told = SimOptions(kept_after_power_loss=((1, 1, 0), (1, 2, 0), (1, 3, 0)))
+    p = simulate(Schedule(three, steps=steps), KIP279, options=told)
+    assert "step 1: broker 3 loses power; unflushed [0, 2] gone" in p.events
+    assert ids(p.lost_acknowledged) == [0]  # the one batch, offsets 0 to 2
+    # A paused broker cannot be frozen with the others; with none running nothing is cut.
+    paused = simulate(Schedule(three, steps=(Produce(1), Pause(2), Outage())), KIP279)
+    assert (paused.steps[2].status, paused.steps[2].note) == ("skipped", "broker 2 is paused")
+    later = simulate(Schedule(three, steps=(Outage(), Outage())), KIP279)
+    assert (later.steps[1].status, later.steps[1].note) == ("skipped", "no broker is running")
 
 
 def test_sigterm_moves_leadership_before_the_leader_stops() -> None:

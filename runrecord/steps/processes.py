@@ -1,5 +1,5 @@
 """A broker's process and machine: killed (a crash, or a controlled shutdown), restarted,
-paused and resumed, and its power lost."""
+paused and resumed, and its power lost, alone or with every other broker's (an outage)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from runrecord.power import CUT, POWER_MODELS
+from runrecord.power import CUT, FS_MODELS, POWER_MODELS, UNSYNCED
 from runrecord.schedule_fields import is_int
 from runrecord.steps.base import (
     Role,
@@ -40,6 +40,12 @@ def _check_power_model(value: Any) -> tuple[Any, str | None]:
     if value in POWER_MODELS:
         return value, None
     return None, f"must be one of {', '.join(POWER_MODELS)}"
+
+
+def _check_fs_model(value: Any) -> tuple[Any, str | None]:
+    if value in FS_MODELS:
+        return value, None
+    return None, f"must be one of {', '.join(FS_MODELS)} (a filesystem model)"
 
 
 @dataclass(frozen=True)
@@ -129,3 +135,28 @@ class PowerLoss(StepKind):
             return f"power loss on {role_name(self.target)} ({how})"
         lost = "its unflushed tail" if self.lose is None else f"up to {self.lose} batch(es)"
         return f"power loss on {role_name(self.target)}, losing {lost}"
+
+
+@dataclass(frozen=True)
+class Outage(StepKind):
+    """Every running broker loses power at once (a rack's or a datacenter's power cut): all
+    frozen first, so that none writes or fsyncs after another lost power, then each disk
+    rolled back under the filesystem model (broker i's seed is `seed` + 100 i) and each
+    broker killed. KRaft's controllers, on their own nodes, keep their power. Only a
+    filesystem model can say what several disks lose together: the cut model's batches
+    are one broker's."""
+
+    KIND: ClassVar[str] = "outage"
+    model: str = field(default=UNSYNCED, metadata=checked(_check_fs_model))
+    seed: int | None = field(default=None, metadata=checked(check_seed))
+
+    @property
+    def crashes(self) -> bool:
+        return True
+
+    @property
+    def needs_disks(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return f"power cut of every running broker at once ({self.model}, seed {self.seed or 0})"

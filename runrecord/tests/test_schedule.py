@@ -29,7 +29,7 @@ from runrecord.steps.base import QUORUM, Role
 from runrecord.steps.disks import MoveDir
 from runrecord.steps.elections import ElectPreferred, ElectUnclean
 from runrecord.steps.links import Cut, ExpireSession, Heal, HoldBack, Slow
-from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.processes import Kill, Outage, Pause, PowerLoss, Restart, Resume
 from runrecord.steps.reassign import Reassign
 from runrecord.steps.txn import TxnWrite
 from runrecord.steps.waits import Wait
@@ -370,6 +370,17 @@ def test_bad_schedule_names_the_field_and_the_file(changes: dict, message: str) 
         parse_schedule(_doc(**changes), "bad.json")
     text = str(info.value)
     assert f"bad.json: {message}" in text, text
+
+
+def test_an_outage_takes_a_filesystem_model_only() -> None:
+    doc = to_dict(Schedule(Cluster(replication_factor=2), steps=(Outage("ordered", 7),)))
+    assert doc["steps"] == [{"kind": "outage", "model": "ordered", "seed": 7}]
+    assert parse_schedule(doc).steps == (Outage("ordered", 7),)
+    assert parse_schedule({**doc, "steps": [{"kind": "outage"}]}).steps == (Outage(),)
+    assert Outage().model == "unsynced" and Outage().needs_disks
+    doc["steps"][0]["model"] = "cut"
+    with pytest.raises(ScheduleError, match=r"steps\[0\]\.model: must be one of unsynced, torn"):
+        parse_schedule(doc)
 
 
 def test_controller_role_in_kraft_only_as_a_cut_end() -> None:

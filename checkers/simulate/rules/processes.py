@@ -1,5 +1,5 @@
 """A broker's process and power on the simulated cluster: kill, restart, pause, resume, power
-loss."""
+loss, and an outage of every broker's power."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from checkers.simulate.state import (
     SimBatch,
 )
 from runrecord.schedule_roles import (
+    Skip,
     cannot_register,
     cannot_shut_down,
 )
-from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.processes import Kill, Outage, Pause, PowerLoss, Restart, Resume
 
 if TYPE_CHECKING:
     from checkers.simulate.simulator import Simulator
@@ -83,13 +84,35 @@ def resume(sim: Simulator, step: Resume) -> dict[str, Any]:
 @rule(PowerLoss)
 def power_loss(sim: Simulator, step: PowerLoss) -> dict[str, Any]:
     b = sim._pick(step.target, sim._status_is(RUNNING), "cut the power of")
+    lost = _lose_power(sim, b, step.lose)
+    sim.control.advance(sim._session_timeout(b))
+    return {"broker": b, "lost_batches": lost}
+
+
+@rule(Outage)
+def outage(sim: Simulator, step: Outage) -> dict[str, Any]:
+    paused = [b for b in sorted(sim.nodes) if sim.nodes[b].status == PAUSED]
+    if paused:  # a paused broker cannot be frozen again: the live step refuses it too
+        raise Skip(f"broker {paused[0]} is paused")
+    running = [b for b in sorted(sim.nodes) if sim.alive(b)]
+    if not running:
+        raise Skip("no broker is running")
+    lost = {b: _lose_power(sim, b, None) for b in running}
+    sim.control.advance(max(sim._session_timeout(b) for b in running))
+    return {"brokers": running, "lost_batches": sum(lost.values())}
+
+
+def _lose_power(sim: Simulator, b: int, lose: int | None) -> int:
+    """Broker b loses power: its replica keeps what it flushed (and, under `lose`, all but
+    its last `lose` batches), or where a run told the log end it ended at, that; it stops.
+    Returns how many batches it lost."""
     r = sim.replicas.get(b)
     lost: list[SimBatch] = []
-    told = dict(sim.options.kept_after_power_loss).get(sim._step)
+    told = {(i, x): end for i, x, end in sim.options.kept_after_power_loss}.get((sim._step, b))
     if r is not None:
         cut = r.flushed
-        if step.lose is not None and r.batches:
-            nth = r.batches[-step.lose].base if step.lose <= len(r.batches) else 0
+        if lose is not None and r.batches:
+            nth = r.batches[-lose].base if lose <= len(r.batches) else 0
             cut = max(cut, nth)
         if told is not None:
             cut = told
@@ -102,5 +125,4 @@ def power_loss(sim: Simulator, step: PowerLoss) -> dict[str, Any]:
     sim.power_losses += 1
     spans = ", ".join(x.span for x in lost) or "nothing"
     sim._event(f"broker {b} loses power; unflushed {spans} gone")
-    sim.control.advance(sim._session_timeout(b))
-    return {"broker": b, "lost_batches": len(lost)}
+    return len(lost)

@@ -43,6 +43,7 @@ STEP_WEIGHTS: dict[str, float] = {
     "move-dir": 4,  # only with jbod: a replica moved between its broker's log dirs
     "fail-dir": 3,  # only with jbod: the log dir holding a replica fails
     "reassign": 5,  # only with reassign (KRaft): replicas added, removed or reordered
+    "outage": 1,  # only with a filesystem power model: every broker's power cut at once
 }
 
 # Moves of two steps that operators and failures produce together, drawn as one with these

@@ -1,5 +1,5 @@
-"""A broker's process and power (kill, restart, pause, resume, power loss), as explore draws
-and shrinks them, and the bounce move."""
+"""A broker's process and power (kill, restart, pause, resume, power loss, outage), as
+explore draws and shrinks them, and the bounce move."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import random
 from dataclasses import replace
 from typing import Any
 
-from runrecord.power import CUT
+from runrecord.power import CUT, FS_MODELS
 from runrecord.schedule import Cluster
 from runrecord.steps.base import Role
-from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.processes import Kill, Outage, Pause, PowerLoss, Restart, Resume
 from suites.explore.drawing.choices import AT_COORDINATOR, choose, replica_or, smaller, sometimes
 from suites.explore.drawing.options import DrawOptions
 from suites.explore.drawing.registry import Change, Drawing, Move, register, register_move
@@ -67,6 +67,17 @@ def _draw_power_loss(rng: random.Random, c: Cluster, options: DrawOptions) -> Po
     return PowerLoss(step.target, None, model, rng.randrange(1 << 16))
 
 
+def _draw_outage(rng: random.Random, c: Cluster, options: DrawOptions) -> Outage:
+    """Under a filesystem model drawn from the options' power models (`_filesystems`)."""
+    models = [m for m in options.power_models if m in FS_MODELS]
+    return Outage(rng.choice(models), rng.randrange(1 << 16))
+
+
+def _filesystems(options: DrawOptions) -> bool:
+    """Outages are drawn only where explore runs on crash-simulating filesystems."""
+    return any(m in FS_MODELS for m in options.power_models)
+
+
 def _sigkill(step: Kill) -> list[Change]:
     return (
         [(replace(step, signal="SIGKILL"), "SIGTERM -> SIGKILL")]
@@ -87,6 +98,7 @@ register(
     Drawing(Pause, _draw_pause),
     Drawing(Resume, _draw_resume),
     Drawing(PowerLoss, _draw_power_loss, reduce=_lose_less),  # type: ignore[arg-type]
+    Drawing(Outage, _draw_outage, allowed=_filesystems),
 )
 
 

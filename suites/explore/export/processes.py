@@ -4,10 +4,11 @@ a restart starts the same command and waits until the broker is unfenced."""
 
 from __future__ import annotations
 
-from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.processes import Kill, Outage, Pause, PowerLoss, Restart, Resume
 from suites.explore.export.registry import Ran, cannot_export, exporter
 
 cannot_export(PowerLoss, "a power loss needs logfork's crash-simulating filesystem")
+cannot_export(Outage, "an outage needs logfork's crash-simulating filesystem")
 
 
 @exporter(Kill)

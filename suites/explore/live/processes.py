@@ -1,6 +1,6 @@
 """A broker's process and power on real nodes: kill (a crash, a controlled shutdown, or a
-fast restart before its session ends), restart, pause, resume and power loss; the model's
-side is checkers.simulate."""
+fast restart before its session ends), restart, pause, resume, power loss, and an outage of
+every broker's power; the model's side is checkers.simulate."""
 
 from __future__ import annotations
 
@@ -8,14 +8,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from basics.errors import NotReached
 from faults import power, process
+from faults.power import Loss
 from fixtures.cluster import Cluster
 from fixtures.crashfs import CrashReport
 from fixtures.nodes import Node
+from fixtures.waiting import WaitTimeout, wait_until
 from observe import kraft
 from runrecord import schedule_roles as roles
 from runrecord.power import CUT, PowerCut
-from runrecord.steps.processes import Kill, Pause, PowerLoss, Restart, Resume
+from runrecord.steps.processes import Kill, Outage, Pause, PowerLoss, Restart, Resume
 from suites.broker_logs import log_lines, log_mark, shutdown_backoffs
 from suites.explore.live.registry import action
 
@@ -107,6 +110,46 @@ def power_loss(live: Live, step: PowerLoss) -> tuple[dict[str, Any], float]:
     return {"broker": b, "lost": {str(p): -n for p, n in lost.items()}}, waits
 
 
+@action(Outage)
+def outage(live: Live, step: Outage) -> tuple[dict[str, Any], float]:
+    brokers = sorted(live.cluster.brokers)
+    paused = [b for b in brokers if live.status(b) == "paused"]
+    if paused:  # frozen already: the outage could not freeze it at the same moment
+        raise roles.Skip(live.describe(paused[0]))
+    running = [b for b in brokers if live.alive(b)]
+    if not running:
+        raise roles.Skip("no broker is running")
+    index = len(live.history.steps)
+    since = time.monotonic()
+    losses = power.outage(
+        live.cluster,
+        [live.node(b) for b in running],
+        model=step.model,
+        seed=step.seed or 0,
+        topics={live.topic},
+    )
+    lost = {}
+    for b in running:
+        cut = PowerCut(index, b, model=step.model)
+        record_cut(live.cluster, live.node(b), losses[live.node(b).name], live.topic, cut)
+        live.history.power_cuts.append(cut)
+        live.note_hw_checkpoint(b)
+        lost |= {f"{b}/{p}": after - before for p, (before, after) in cut.ends.items()}
+    # Its effect: the cluster lost every broker (their sessions ended, or KRaft fenced them).
+    try:
+        wait_until(
+            live.cluster.registered_brokers,
+            lambda ids: not set(ids) & set(running),
+            what="the cluster to lose every broker of the outage",
+            timeout=120,
+            describe=sorted,
+        )
+    except WaitTimeout as exc:
+        raise NotReached(exc.what, str(exc.last)) from None
+    waits = max(live.session_wait(b, since) for b in running)
+    return {"brokers": running, "lost": {k: -n for k, n in lost.items() if n}}, waits
+
+
 def fences(cluster: Cluster, broker: int) -> int:
     """KRaft: how often the metadata log has fenced the broker so far (0 in ZooKeeper
     mode)."""
@@ -169,8 +212,16 @@ def cut_power(cluster: Cluster, node: Node, step: PowerLoss, topic: str, cut: Po
     losses = power.power_loss(
         cluster, node, topics={topic}, lose=step.lose, model=step.power_model, seed=step.seed or 0
     )
-    cut.ends = {p: (x.end_before, x.end_after) for (_, p), x in losses.items()}
     cut.model = step.power_model
+    record_cut(cluster, node, losses, topic, cut)
+
+
+def record_cut(
+    cluster: Cluster, node: Node, losses: dict[tuple[str, int], Loss], topic: str, cut: PowerCut
+) -> None:
+    """Fill in `cut` (its model set) with what a power loss dropped on the node: the
+    partitions' log ends, and under a filesystem model the files the model cannot follow."""
+    cut.ends = {p: (x.end_before, x.end_after) for (_, p), x in losses.items()}
     if cut.model != CUT and cluster.disks is not None:
         reports = [d.crashes[-1] for d in cluster.disks.of(node) if d.crashes]
         cut.unmodelled = unmodelled(reports, topic)

@@ -141,7 +141,7 @@ def test_progress_and_summary_lines() -> None:
 def five_categories() -> list[ScheduleEntry]:
     """A schedule of each category, and one more that failed setup."""
     variant = "if the high watermark checkpoint had caught up before the crash at step 3: held"
-    rolled_back = "the power loss at step 2 rolled back replication-offset-checkpoint"
+    rolled_back = "the power loss of broker 1 at step 2 rolled back replication-offset-checkpoint"
     return [
         entry(1, "diverged", "diverged", True),
         replace(entry(2, None, "stuck", True), agreed_if=variant),

@@ -24,7 +24,7 @@ from runrecord.schedule import (
 from runrecord.steps.base import QUORUM, names_coordinator
 from runrecord.steps.elections import ElectPreferred, ElectUnclean
 from runrecord.steps.links import ExpireSession, HoldAlterPartition, HoldBack
-from runrecord.steps.processes import Kill, PowerLoss, Restart
+from runrecord.steps.processes import Kill, Outage, PowerLoss, Restart
 from runrecord.steps.writes import Produce
 from suites.explore.drawing.generate import DrawOptions, draw, draw_many, explore_shape
 from suites.explore.drawing.guide import (
@@ -221,6 +221,17 @@ def test_zero_weights_leave_a_kind_out() -> None:
     assert not any(
         isinstance(step, PowerLoss) for s in draw_many(2, 100, options) for step in s.steps
     )
+
+
+def test_outages_are_drawn_only_on_crash_simulating_filesystems() -> None:
+    def outages(options: DrawOptions) -> list[Outage]:
+        drawn = draw_many(3, 60, options)
+        return [step for s in drawn for step in s.steps if isinstance(step, Outage)]
+
+    heavy = {**STEP_WEIGHTS, "outage": 20}
+    assert outages(DrawOptions(weights=heavy)) == []
+    found = outages(DrawOptions(weights=heavy, power_models=("cut", "ordered")))
+    assert found and {o.model for o in found} == {"ordered"}
 
 
 KAFKA_6361 = Schedule(
