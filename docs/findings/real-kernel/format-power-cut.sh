@@ -15,7 +15,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 RELEASE=${1:?release} DELAY=${2:?seconds between the format and the power cut} RUNS=${3:-1}
 LIBS=${KAFKA_LIBS:?set KAFKA_LIBS to a directory holding Kafka $RELEASE jars}
 JAVA=${JAVA:-$(readlink -f "$(command -v java)")}
-vm_build
 
 storage_class() {  # the StorageTool these jars hold
   local c
@@ -24,6 +23,8 @@ storage_class() {  # the StorageTool these jars hold
   done
   echo "no StorageTool in $LIBS" >&2; exit 2
 }
+STORAGE=$(storage_class)
+vm_build
 
 write_node() {  # WORK: the node's configs, in the guest's paths (/srv is WORK, /media the disk)
   cat > "$1/server.properties" <<EOF
@@ -55,7 +56,9 @@ run_once() {
   write_node "$work"
   local java="$JAVA -Xmx384m -XX:+UseSerialGC $LOG_OPT -cp '$LIBS/*'"
   cat > "$work/guest.sh" <<EOF
-$java $(storage_class) format -t q1Sh-9_ISia_zwGINzRvyQ -c /srv/server.properties
+# A failed format powers the guest off before its marker: the run is not reached, never
+# counted as a disk that kept nothing.
+$java $STORAGE format -t q1Sh-9_ISia_zwGINzRvyQ -c /srv/server.properties || exit 1
 echo "LOGFORK-VM: formatted"; ls -l --time-style=+%T /media/logs
 sleep $DELAY
 echo "LOGFORK-VM: cut now"
