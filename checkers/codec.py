@@ -148,6 +148,9 @@ class Reader:
     def int16(self) -> int:
         return _H.unpack(self.take(2))[0]
 
+    def uint16(self) -> int:
+        return int.from_bytes(self.take(2), "big")
+
     def int32(self) -> int:
         return _I.unpack(self.take(4))[0]
 

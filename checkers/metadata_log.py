@@ -32,6 +32,9 @@ Records used (metadata/src/main/resources/common/metadata/*.json):
   -1 unfenced, 0 unchanged; tagged 1 InControlledShutdown).
 - LeaderChange control records (ControlRecordType 2): LeaderChangeMessage, read as version 0
   as Kafka does: Version, LeaderId, Voters, GrantingVoters.
+- KIP-853's control records: KRaftVersionRecord (5: the kraft.version level) and VotersRecord
+  (6: the voter set, each voter by id, directory id and endpoints), written by format into
+  the bootstrap checkpoint and by the leader for every voter change.
 
 Unknown record types and unknown tagged fields are skipped. KRaft snapshots
 (``<end offset>-<epoch>.checkpoint``) supply the state when the log no longer starts at 0.
@@ -55,6 +58,7 @@ from checkers.metadata_records import (
     CONFIG_RECORD,
     FEATURE_LEVEL_RECORD,
     FENCE_BROKER_RECORD,
+    KRAFT_VERSION,
     LEADER_CHANGE,
     NO_LEADER_CHANGE,
     PARTITION_CHANGE_RECORD,
@@ -65,9 +69,13 @@ from checkers.metadata_records import (
     TOPIC_RESOURCE,
     UNFENCE_BROKER_RECORD,
     UNREGISTER_BROKER_RECORD,
+    VOTERS,
     MetadataRecord,
+    Voter,
+    decode_kraft_version,
     decode_leader_change,
     decode_metadata_record,
+    decode_voters,
 )
 from checkers.records import Batch, ScanState, make_batch
 from checkers.segments import list_segments
@@ -140,6 +148,21 @@ class LeaderChange:
 
 
 @dataclass(frozen=True)
+class VoterSet:
+    """A VotersRecord: the quorum's voters from its offset on (KIP-853: a voter change takes
+    effect when appended, and commits on a majority of the new set)."""
+
+    voters: tuple[Voter, ...]
+    raft_epoch: int
+    offset: int
+    from_snapshot: bool
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(v.voter_id for v in self.voters)
+
+
+@dataclass(frozen=True)
 class BrokerState:
     """A broker as the controller last recorded it."""
 
@@ -165,6 +188,8 @@ class MetadataLog:
     topics: dict[str, str] = field(default_factory=dict)  # topic id -> name
     events: list[PartitionStateEvent] = field(default_factory=list)
     leader_changes: list[LeaderChange] = field(default_factory=list)
+    voter_sets: list[VoterSet] = field(default_factory=list)  # VotersRecords, in log order
+    kraft_version: int = 0  # the last KRaftVersionRecord's level; none: 0, a static quorum
     removed_topics: dict[str, int] = field(default_factory=dict)  # topic id -> offset
     brokers: dict[int, BrokerState] = field(default_factory=dict)  # registered brokers
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # topic -> set
@@ -222,6 +247,8 @@ class _Entry:
     offset: int
     batch: Batch
     from_snapshot: bool
+    voters: tuple[Voter, ...] | None = None  # a VotersRecord
+    kraft_version: int | None = None  # a KRaftVersionRecord
 
 
 def decode_metadata_log(partition_dir: Path | str) -> MetadataLog:
@@ -318,9 +345,15 @@ def _decode_entry(
             if key is None or len(key) < 4:
                 raise DecodeError("control record key shorter than 4 bytes")
             _version, control_type = struct.unpack_from(">hh", key)
+            value = value or b""
+            if control_type == VOTERS:
+                return _Entry(None, None, offset, batch, from_snapshot, voters=decode_voters(value))
+            if control_type == KRAFT_VERSION:
+                level = decode_kraft_version(value)
+                return _Entry(None, None, offset, batch, from_snapshot, kraft_version=level)
             if control_type != LEADER_CHANGE:
-                return None  # snapshot header/footer, KRaft version and voters records
-            return _Entry(None, decode_leader_change(value or b""), offset, batch, from_snapshot)
+                return None  # a snapshot's header and footer
+            return _Entry(None, decode_leader_change(value), offset, batch, from_snapshot)
         if value is None:
             raise DecodeError("metadata record with a null value")
         return _Entry(decode_metadata_record(value), None, offset, batch, from_snapshot)
@@ -338,6 +371,12 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
     states: dict[tuple[str, int], _State] = {}
     by_topic: dict[str, set[int]] = defaultdict(set)
     for e in entries:
+        if e.voters is not None:
+            log.voter_sets.append(
+                VoterSet(e.voters, e.batch.leader_epoch, e.offset, e.from_snapshot)
+            )
+        if e.kraft_version is not None:
+            log.kraft_version = e.kraft_version
         if e.leader_change is not None:
             leader, voters, granting = e.leader_change
             log.leader_changes.append(
@@ -345,7 +384,8 @@ def _replay(entries: list[_Entry], log: MetadataLog) -> None:
             )
             continue
         rec = e.record
-        assert rec is not None
+        if rec is None:
+            continue  # a voter set or kraft.version, kept above
         f = rec.fields
         if rec.api_key == PARTITION_RECORD:
             st = _State(

@@ -35,7 +35,11 @@ BROKER_RECORDS = (
     UNFENCE_BROKER_RECORD,
     BROKER_REGISTRATION_CHANGE_RECORD,
 )
-LEADER_CHANGE = 2  # control record type
+# Control record types (ControlRecordType): a Raft leader's first record of its epoch, and
+# KIP-853's kraft.version and voter set, written by format and by every voter change.
+LEADER_CHANGE = 2
+KRAFT_VERSION = 5
+VOTERS = 6
 
 NO_LEADER_CHANGE = -2
 
@@ -227,3 +231,48 @@ def _leader_change(
     reader.tagged_fields()
     reader.end()
     return leader, groups[0], groups[1]
+
+
+@dataclass(frozen=True)
+class Voter:
+    """A voter as a VotersRecord names it: KIP-853 knows it by id and directory id."""
+
+    voter_id: int
+    directory_id: str
+    endpoints: tuple[str, ...]  # NAME://host:port
+
+
+def decode_voters(value: bytes) -> tuple[Voter, ...]:
+    """The voters of a VotersRecord value (raft/src/main/resources/common/message/
+    VotersRecord.json, flexible from version 0): Version; Voters [VoterId, VoterDirectoryId,
+    Endpoints [Name, Host, Port (uint16)], KRaftVersionFeature {Min, Max}]."""
+    reader = Reader(bytes(value))
+    reader.int16()
+    voters = []
+    for _ in range(reader.compact_length() or 0):
+        voter_id = reader.int32()
+        directory_id = reader.uuid()
+        endpoints = []
+        for _ in range(reader.compact_length() or 0):
+            name, host = reader.compact_string(), reader.compact_string()
+            port = reader.uint16()
+            reader.tagged_fields()
+            endpoints.append(f"{name}://{host}:{port}")
+        reader.int16(), reader.int16()  # the kraft.version range the voter supports
+        reader.tagged_fields()
+        reader.tagged_fields()
+        voters.append(Voter(voter_id, directory_id, tuple(endpoints)))
+    reader.tagged_fields()
+    reader.end()
+    return tuple(voters)
+
+
+def decode_kraft_version(value: bytes) -> int:
+    """The level of a KRaftVersionRecord value: Version, KRaftVersion (1: the voter set is
+    in the log, KIP-853)."""
+    reader = Reader(bytes(value))
+    reader.int16()
+    level = reader.int16()
+    reader.tagged_fields()
+    reader.end()
+    return level

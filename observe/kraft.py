@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from basics.errors import NotYet
 from checkers.checkpoints import QUORUM_STATE, QuorumState, quorum_leader, read_quorum_state
 from checkers.errors import LogReadError
-from checkers.metadata_log import METADATA_TOPICS, MetadataLog, decode_metadata_log
+from checkers.metadata_log import METADATA_TOPICS, MetadataLog, VoterSet, decode_metadata_log
 
 if TYPE_CHECKING:
     from fixtures.nodes import Node
@@ -36,6 +36,26 @@ def quorum_state(node: Node) -> QuorumState | None:
         return read_quorum_state(path)
     except LogReadError:
         return None
+
+
+def directory_id(node: Node) -> str | None:
+    """The directory id its storage was formatted with (meta.properties, KIP-858), which a
+    dynamic quorum knows a voter by (KIP-853); None before its first format."""
+    path = node.data_dir / "meta.properties"
+    if not path.is_file():
+        return None
+    for line in path.read_text(errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "directory.id":
+            return value.strip()
+    return None
+
+
+def voter_set(node: Node) -> VoterSet | None:
+    """The voter set the node's metadata log records last (KIP-853's VotersRecord); None in
+    a static quorum, whose voters are its config's."""
+    sets = decode_metadata_log(metadata_dir(node)).voter_sets
+    return sets[-1] if sets else None
 
 
 def quorum_leader_node(controllers: list[Node]) -> Node:

@@ -28,6 +28,9 @@ LEFT_BEHIND = outcome.LEFT_BEHIND  # a removed replica still current on its brok
 EPOCH_CACHE_LOST = outcome.EPOCH_CACHE_LOST  # a leader epoch cache lost an epoch
 METADATA_DIVERGED = "metadata-diverged"  # KRaft: the metadata log's copies disagree
 EPOCH_REGRESSION = "epoch-regression"  # a replica's leader epochs go back on its disk
+# KRaft: the quorum broke an invariant of its own (two leaders in an epoch, an epoch going
+# back, a voter set other than the one the membership steps made)
+QUORUM_BROKEN = "quorum-broken"
 BACKGROUND = "@background"
 
 

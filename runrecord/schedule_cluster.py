@@ -18,6 +18,11 @@ from runrecord.schedule_fields import (
 
 MODES = ("zk", "kraft")
 MAX_BROKERS = 9
+MAX_VOTERS = 5  # a quorum's voters at format time
+# KRaft: a static quorum's voters are controller.quorum.voters (kraft.version 0); a dynamic
+# one's are in its metadata log and change at run time (KIP-853, 3.9+).
+QUORUMS = ("static", "dynamic")
+MAX_SPARES = 2  # dynamic: controllers formatted with --no-initial-controllers
 # The features a schedule may format a KRaft cluster with: those the model depends on.
 ELR_FEATURE = "eligible.leader.replicas.version"  # KIP-966: 1 = ELR on
 FEATURES = {ELR_FEATURE: (0, 1)}
@@ -71,7 +76,11 @@ class Cluster:
     replication_factor: int = 2
     replicas: tuple[int, ...] = ()  # assignment order, the first is preferred; () = 1..RF
     controller: int | None = None  # ZooKeeper mode: the broker kept as controller
-    controllers: int = 1  # KRaft mode: controller nodes (dedicated)
+    controllers: int = 1  # KRaft mode: the voters it is formatted with (dedicated nodes)
+    quorum: str = "static"  # KRaft mode: QUORUMS
+    # A dynamic quorum's controllers that are not voters at first (c<controllers+1>, ...):
+    # observers until an add-voter step adds one.
+    spare_controllers: int = 0
     topic_config: TopicConfig = field(default_factory=TopicConfig)
     broker_config: BrokerConfig = field(default_factory=BrokerConfig)
     node_config: dict[int, BrokerConfig] = field(default_factory=dict)
@@ -107,6 +116,15 @@ class Cluster:
         """A partition's assignment, its preferred replica first (`background_partitions`)."""
         turn = max(partition - 1, 0) % len(self.replicas)
         return list(self.replicas[turn:] + self.replicas[:turn])
+
+    @property
+    def controller_nodes(self) -> int:
+        """Every controller node, voters and spares (numbered 1 up: c1, c2, ...)."""
+        return self.controllers + self.spare_controllers
+
+    @property
+    def dynamic(self) -> bool:
+        return self.quorum == "dynamic"
 
     @property
     def broker_ids(self) -> list[int]:
@@ -214,6 +232,8 @@ CLUSTER_KEYS = (
     "replicas",
     "controller",
     "controllers",
+    "quorum",
+    "spare_controllers",
     "topic_config",
     "broker_config",
     "node_config",
@@ -274,9 +294,22 @@ def load_cluster(value: Any, problems: Problems) -> Cluster | None:
     controllers = obj.get("controllers", 1)
     if mode == "zk" and "controllers" in obj:
         problems.add(f"{path}.controllers", "KRaft mode only (ZooKeeper mode uses controller)")
-    elif controllers not in (1, 3) or not is_int(controllers):
-        problems.add(f"{path}.controllers", "must be 1 or 3")
+    elif not is_int(controllers) or not 1 <= controllers <= MAX_VOTERS:
+        problems.add(f"{path}.controllers", f"must be an integer from 1 to {MAX_VOTERS}")
         controllers = 1
+    quorum = obj.get("quorum", "static")
+    if quorum not in QUORUMS:
+        problems.add(f"{path}.quorum", 'must be "static" or "dynamic"')
+    elif quorum == "dynamic" and mode != "kraft":
+        problems.add(f"{path}.quorum", "KRaft mode only")
+    spares = obj.get("spare_controllers", 0)
+    if not is_int(spares) or not 0 <= spares <= MAX_SPARES:
+        problems.add(f"{path}.spare_controllers", f"must be an integer from 0 to {MAX_SPARES}")
+    elif spares and quorum != "dynamic":
+        problems.add(
+            f"{path}.spare_controllers",
+            'needs quorum "dynamic": a static quorum\'s voters are fixed (KIP-853)',
+        )
     topic = _load_topic_config(obj.get("topic_config", {}), f"{path}.topic_config", problems, rf)
     broker = _load_broker_config(
         obj.get("broker_config", {}), f"{path}.broker_config", problems, mode
@@ -318,6 +351,8 @@ def load_cluster(value: Any, problems: Problems) -> Cluster | None:
         replicas=replicas,
         controller=controller,
         controllers=controllers,
+        quorum=quorum,
+        spare_controllers=spares,
         topic_config=topic,
         broker_config=broker,
         node_config=dict(sorted(nodes.items())),
@@ -361,6 +396,10 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
             out["controller"] = cluster.controller
     else:
         out["controllers"] = cluster.controllers
+        if cluster.dynamic:
+            out["quorum"] = cluster.quorum
+        if cluster.spare_controllers:
+            out["spare_controllers"] = cluster.spare_controllers
     topic = cluster.topic_config
     out["topic_config"] = {
         "min.insync.replicas": topic.min_insync_replicas,

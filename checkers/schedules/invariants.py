@@ -10,7 +10,7 @@ from typing import Any
 from basics.protocol import Protocol
 from checkers.audit.local import execute
 from checkers.audit.plan import plan_audit
-from checkers.metadata_log import METADATA_TOPICS
+from checkers.metadata_log import METADATA_TOPICS, MetadataLog
 
 
 def epoch_regressions(lineages: Any) -> list[str]:
@@ -62,3 +62,47 @@ def metadata_divergence(run_dir: Path) -> str | None:
         if v.topic == METADATA_TOPICS[0] and v.status == "diverged":
             return f"replicas {v.replicas} of the metadata log diverged at offset {v.diverged_at}"
     return None
+
+
+def quorum_violations(
+    copies: dict[str, MetadataLog], leader: str, voters: dict[int, str] | None
+) -> str | None:
+    """KRaft: what the quorum's own invariants say of the metadata log's copies (every
+    controller's and broker's, by node), as Kafka's Raft simulation checks them
+    (RaftEventSimulationTest): one leader per epoch across every copy, and epochs that never
+    go back within one; and in a dynamic quorum (`voters`: the voters the schedule's steps
+    made, by id with their directory ids) the voter set the quorum leader's copy (`leader`)
+    records last is that one (KIP-853: no removed voter votes, no added voter is missing).
+    The first violation found, in words, or None."""
+    led: dict[int, tuple[int, str]] = {}  # epoch -> (leader, the copy that says so)
+    for name, log in sorted(copies.items()):
+        top = -1
+        for change in log.leader_changes:
+            if change.raft_epoch < top:
+                return (
+                    f"{name}'s metadata log has epoch {change.raft_epoch} after epoch {top} "
+                    f"(offset {change.offset})"
+                )
+            top = change.raft_epoch
+            seen = led.setdefault(change.raft_epoch, (change.leader_id, name))
+            if seen[0] != change.leader_id:
+                return (
+                    f"epoch {change.raft_epoch} has two leaders: {seen[0]} in {seen[1]}'s "
+                    f"metadata log, {change.leader_id} in {name}'s"
+                )
+    if voters is None:
+        return None
+    sets = copies[leader].voter_sets
+    if not sets:
+        return f"the quorum leader {leader}'s metadata log records no voter set"
+    recorded = {v.voter_id: v.directory_id for v in sets[-1].voters}
+    if recorded != voters:
+        return (
+            f"the voter set {leader}'s metadata log records last (offset {sets[-1].offset}) is "
+            f"{_voters(recorded)}, and the schedule's steps made {_voters(voters)}"
+        )
+    return None
+
+
+def _voters(voters: dict[int, str]) -> str:
+    return ", ".join(f"{v} ({d})" for v, d in sorted(voters.items())) or "none"

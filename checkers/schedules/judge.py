@@ -77,6 +77,7 @@ from runrecord.replay import (
     LEFT_BEHIND,
     LOST,
     METADATA_DIVERGED,
+    QUORUM_BROKEN,
     RECREATED,
     STUCK,
     TORN,
@@ -93,7 +94,7 @@ BACKGROUND_PARTITION = 1  # the background workload's
 # besides (`beside_model`), never counted wrong for them.
 BESIDE_MODEL = (
     RECREATED, EPOCH_CACHE_LOST, LEFT_BEHIND, FETCH_LOOP, METADATA_DIVERGED, EPOCH_REGRESSION,
-    FENCED_LEADER,
+    FENCED_LEADER, QUORUM_BROKEN,
 )  # fmt: skip
 
 
@@ -127,6 +128,7 @@ class Observed:
     fenced_leaders: list[tuple[int, int]] = field(default_factory=list)
     epoch_regressions: list[str] = field(default_factory=list)  # a replica's epochs going back
     metadata_diverged: str | None = None  # KRaft: the metadata log's copies disagree
+    quorum_broken: str | None = None  # KRaft: checkers.schedules.invariants.quorum_violations
     # Transactions open on a replica's disk past their timeout (first offsets), and what
     # clients saw of the schedule's partition once every transaction had time to end (its
     # last stable offset below its high watermark: `stable_stuck`); None: not asked.
@@ -283,6 +285,8 @@ def judge_partition(
         return UNJUDGED, f"not judged: {seen.unjudged or 'the disk audit gave no verdict'}", None
     if seen.metadata_diverged:
         return METADATA_DIVERGED, seen.metadata_diverged, None
+    if seen.quorum_broken:
+        return QUORUM_BROKEN, f"the controller quorum: {seen.quorum_broken}", None
     if seen.epoch_regressions:
         return (
             EPOCH_REGRESSION,
@@ -380,6 +384,7 @@ def beside_model(seen: Observed) -> Observed:
         left_behind={},
         fetch_loops={},
         metadata_diverged=None,
+        quorum_broken=None,
         epoch_regressions=[],
         fenced_leaders=[],
     )
@@ -468,6 +473,7 @@ def _evidence(seen: Observed) -> dict[str, Any]:
         "fenced_leaders": [list(x) for x in seen.fenced_leaders],
         "epoch_regressions": seen.epoch_regressions,
         "metadata_diverged": seen.metadata_diverged,
+        "quorum_broken": seen.quorum_broken,
         "hanging": seen.hanging,
         "skipped_marker": seen.skipped_marker,
         "torn": seen.torn,

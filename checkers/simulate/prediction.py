@@ -210,7 +210,7 @@ def predict(sim: Simulator) -> Prediction:
         late_rewritten=sim.late_rewritten,
         late_appends=sim.late_appends,
         late_stage=sim.late_stage,
-        unpredictable=tuple(sim.transactions.cannot_predict),
+        unpredictable=(*sim.transactions.cannot_predict, *sim.cannot_predict),
         clock_used=sim.transactions.clock_used,
         rules=sim.rules,
     )

@@ -322,9 +322,17 @@ class SimState:
         self.clean_elections = 0
         self.divergent_failovers = 0
         self._step = -1
-        # KRaft: the controller quorum's voters (1 is c1) and the one leading it.
+        # KRaft: the controller quorum's voters (1 is c1) and the one leading it; the
+        # controllers that do not vote (a dynamic quorum's spares and removed voters); the
+        # voters whose voting incarnation lost its disk (dynamic: it never answers again, and
+        # counts against the majority until removed, KIP-853).
         self.voters = {v: RUNNING for v in range(1, cluster.controllers + 1)}
+        self.observers = {
+            v: RUNNING for v in range(cluster.controllers + 1, cluster.controller_nodes + 1)
+        }
+        self.gone: set[int] = set()
         self.quorum_leader: int | None = 1 if cluster.mode == "kraft" else None
+        self.cannot_predict: list[str] = []  # why the model cannot predict the schedule
         # Topic creation: the first replica of the assignment leads epoch 0 (KIP-101: every
         # leader gets an epoch; the controller starts at 0).
         self.ctl.leader = self.assignment[0]
@@ -350,7 +358,9 @@ class SimState:
 
     def voters_up(self) -> list[int]:
         return [
-            v for v, s in self.voters.items() if s == RUNNING and self.voter_cut(v) not in self.cuts
+            v
+            for v, s in self.voters.items()
+            if s == RUNNING and self.voter_cut(v) not in self.cuts and v not in self.gone
         ]
 
     def quorum_up(self) -> bool:

@@ -12,6 +12,7 @@ from runrecord.steps import (  # noqa: F401 - each family registers its kinds, i
     disks,
     reassign,
     quorum,
+    voters,
     waits,
     txn,
 )

@@ -26,6 +26,7 @@ from pathlib import Path
 from basics.errors import SetupError
 from basics.releases import Release
 from fixtures.cleanup import Terminated, install_handlers
+from fixtures.cluster import DYNAMIC_QUORUM_SINCE
 from fixtures.crashfs import unavailable
 from fixtures.disks import check_model
 from fixtures.releases import resolve
@@ -82,6 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="draw reassignments of the schedule's partition (replicas added, removed or "
         "reordered, some throttled; KIP-455) on four brokers (KRaft only)",
+    )
+    parser.add_argument(
+        "--voters",
+        action="store_true",
+        help="run a dynamic quorum (three voters and a spare controller) and draw its "
+        "membership changes: voters added, removed, and wiped (KIP-853; KRaft 3.9+)",
     )
     parser.add_argument(
         "--coordinator",
@@ -214,6 +221,7 @@ def options_of(args: argparse.Namespace) -> ExploreOptions:
         late_ends=args.late_endtxn,
         slow_links=args.slow_links,
         spanning=args.spanning_txns,
+        voters=args.voters,
         power_models=models,
         guided=not args.no_guidance,
         pool=args.pool,
@@ -244,6 +252,10 @@ def main(args: argparse.Namespace) -> int:
         raise SetupError(
             "--reassign: reassignment steps need KRaft (the ZooKeeper-mode controller's epoch "
             "bumps are not modelled)"
+        )
+    if options.voters and (mode != "kraft" or not release.at_least(*DYNAMIC_QUORUM_SINCE)):
+        raise SetupError(
+            f"--voters: a dynamic quorum needs KRaft from 3.9 (KIP-853), not {release} {mode}"
         )
     if options.coordinator and mode != "kraft":
         raise SetupError(

@@ -28,7 +28,7 @@ from checkers.metadata_log import METADATA_TOPICS, decode_metadata_log
 from checkers.verdict import PartitionVerdict
 from faults import controller, process
 from fixtures.cluster import Cluster, ClusterSpec
-from fixtures.config import new_cluster_id
+from fixtures.config import new_uuid
 from fixtures.nodes import Node
 from fixtures.waiting import NOT_YET, WaitTimeout, wait_until
 from observe import kraft
@@ -258,7 +258,7 @@ def mismatch_body(ctx: RunContext) -> Finding:
     process.kill(cluster, stray, signal="SIGTERM")
     meta_path = stray.data_dir / "meta.properties"
     original = read_meta_properties(meta_path)
-    foreign = new_cluster_id()
+    foreign = new_uuid()
     text = meta_path.read_text().replace(
         f"cluster.id={original.cluster_id}", f"cluster.id={foreign}"
     )

@@ -10,6 +10,7 @@ from checkers.simulate.rules import (  # noqa: F401 - each registers its kinds' 
     quorum,
     reassign,
     txn,
+    voters,
     waits,
     writes,
 )

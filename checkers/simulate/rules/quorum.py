@@ -27,6 +27,8 @@ def quorum(sim: Simulator, step: Quorum) -> dict[str, Any]:
     voter = sim.quorum_leader if step.voter == ACTIVE else step.voter
     if voter is None:
         raise Skip("the quorum has no leader")
+    if voter not in sim.voters or voter in sim.gone:
+        raise Skip(f"controller {voter} does not vote")
     state, cut = sim.voters[voter], sim.voter_cut(voter)
     wanted = {"kill": RUNNING, "pause": RUNNING, "isolate": RUNNING}.get(step.action)
     wanted = wanted or {"restart": STOPPED, "resume": PAUSED}[step.action]

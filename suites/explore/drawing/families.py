@@ -11,6 +11,7 @@ from suites.explore.drawing import (  # noqa: F401 - each registers its kinds an
     txn,
     disks,
     reassign,
+    voters,
 )
 
 # isort: on

@@ -87,6 +87,8 @@ def draw_cluster(rng: random.Random, options: DrawOptions) -> Cluster:
         topic_config=TopicConfig(min_isr, options.unclean),
         broker_config=BrokerConfig(replica_lag_time_max_ms=lag, session_timeout_ms=SESSION_MS),
         controllers=options.controllers if options.mode == "kraft" else 1,
+        quorum="dynamic" if options.voters and options.kraft else "static",
+        spare_controllers=1 if options.voters and options.kraft else 0,
         features=dict(options.features),
         background_partitions=background,
         log_dirs=2 if options.jbod else 1,

@@ -44,6 +44,10 @@ STEP_WEIGHTS: dict[str, float] = {
     "fail-dir": 3,  # only with jbod: the log dir holding a replica fails
     "reassign": 5,  # only with reassign (KRaft): replicas added, removed or reordered
     "outage": 1,  # only with a filesystem power model: every broker's power cut at once
+    # Only with voters (a dynamic KRaft quorum with a spare controller, KIP-853).
+    "add-voter": 3,
+    "remove-voter": 3,
+    "wipe-voter": 2,
 }
 
 # Moves of two steps that operators and failures produce together, drawn as one with these
@@ -95,6 +99,9 @@ class DrawOptions:
     # KRaft: transactional writes may span background partitions (`TxnWrite.partitions`).
     # Off, nothing is drawn for it, as for `coordinator`.
     spanning: bool = False
+    # KRaft: a dynamic quorum with a spare controller, and its membership steps (KIP-853).
+    # Off, nothing is drawn for them, as for `coordinator`.
+    voters: bool = False
 
     @property
     def kraft(self) -> bool:

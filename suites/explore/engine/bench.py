@@ -78,7 +78,7 @@ def cluster_spec(
     if shape.mode == "kraft":
         # The active controller fences a broker after its own broker.session.timeout.ms.
         fence = {key: shape.broker_config.session_timeout_ms}
-        nodes.update({f"c{i}": fence for i in range(1, shape.controllers + 1)})
+        nodes.update({f"c{i}": fence for i in range(1, shape.controller_nodes + 1)})
     broker_config = {
         **configs(shape.broker_config),
         "unclean.leader.election.enable": False,
@@ -93,6 +93,8 @@ def cluster_spec(
         shape.mode,
         brokers=shape.brokers,
         controllers=shape.controllers if shape.mode == "kraft" else 1,
+        quorum=shape.quorum,
+        spare_controllers=shape.spare_controllers,
         controller=shape.controller if shape.mode == "zk" else None,
         broker_config=broker_config,
         node_config=nodes,
@@ -117,6 +119,8 @@ def shape_key(shape: Shape) -> tuple[Any, ...]:
         shape.brokers,
         shape.controller,
         shape.controllers,
+        shape.quorum,
+        shape.spare_controllers,
         shape.broker_config,
         tuple(sorted(shape.node_config.items())),
         tuple(sorted(shape.features.items())),

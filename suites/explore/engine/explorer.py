@@ -77,6 +77,7 @@ class ExploreOptions:
     late_ends: bool = False  # commits and aborts whose first EndTxn is held (KRaft)
     slow_links: bool = False  # slow links, and writes with a filler first
     spanning: bool = False  # transactional writes that span background partitions (KRaft)
+    voters: bool = False  # a dynamic quorum's membership changes (KRaft 3.9+, KIP-853)
     power_models: tuple[str, ...] = (CUT,)  # drawn per power-loss step (runrecord.power)
     guided: bool = True
     pool: int = 400  # candidates the model ranks (at least the budget)
@@ -490,6 +491,7 @@ def draw_options(
         late_ends=options.late_ends,
         slow_links=options.slow_links,
         spanning=options.spanning,
+        voters=options.voters,
         # A broker beside three replicas, for a reassignment to add.
         brokers=4 if options.reassign else 3,
     )

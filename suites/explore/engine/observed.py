@@ -8,17 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from checkers.audit.plan import plan_audit
+from checkers.metadata_log import decode_metadata_log
 from checkers.schedules.invariants import (
     epoch_regressions,
     leader_lacks_its_epoch,
     metadata_divergence,
+    quorum_violations,
 )
 from checkers.schedules.judge import SCHEDULE_PARTITION, Observed, StateSeen
 from checkers.transactions import TransactionFindings
 from checkers.txn_reads import LOST_WRITE, TxnReadCheck
+from fixtures.cluster import Cluster
+from fixtures.waiting import WaitTimeout, wait_until
 from observe import kraft
 from observe.stable import StableOffsets
 from observe.state import PartitionState
@@ -98,7 +103,8 @@ def observe(ctx: RunContext, topic: str, live: Live, healed: Healed) -> dict[int
     verdicts = {v.partition: v for v in audit.partitions if v.topic == topic}
     errors = [str(e.error) for e in audit.errors]
     metadata = kraft.metadata_log(ctx.cluster.controllers) if ctx.cluster.mode == "kraft" else None
-    metadata_split = metadata_divergence(ctx.run.path) if metadata is not None else None
+    metadata_split = metadata_settled(ctx.run.path) if metadata is not None else None
+    quorum = quorum_judged(ctx.cluster) if metadata is not None else None
     out: dict[int, Observed] = {}
     for p in partitions:
         state = convergence.partitions.get(p, {})
@@ -147,6 +153,7 @@ def observe(ctx: RunContext, topic: str, live: Live, healed: Healed) -> dict[int
             else [(e.offset, e.leader) for e in metadata.history(topic, p) if e.leader_fenced],
             epoch_regressions=regressions.get(p, []),
             metadata_diverged=metadata_split if p == SCHEDULE_PARTITION else None,
+            quorum_broken=quorum if p == SCHEDULE_PARTITION else None,
             hanging=[h.first_offset for h in found.hanging],
             skipped_marker=(skipped or {}).get(p),
             torn=[t.marker_offset for t in found.torn],
@@ -167,3 +174,41 @@ def observe(ctx: RunContext, topic: str, live: Live, healed: Healed) -> dict[int
             else uncached.get(p),
         )
     return out
+
+
+def quorum_judged(cluster: Cluster) -> str | None:
+    """The quorum's invariants over every KRaft node's copy of the metadata log after the
+    heal; in a dynamic quorum, against the voters the membership steps made (each proved its
+    change before recording it: faults.voters)."""
+    copies = {
+        n.name: decode_metadata_log(kraft.metadata_dir(n))
+        for n in cluster.nodes.values()
+        if n.role.name != "zookeeper" and kraft.metadata_dir(n).is_dir()
+    }
+    voters = None
+    if cluster.dynamic:
+        voters = {cluster.node(name).node_id: d for name, d in cluster.voter_dirs.items()}
+    leader = kraft.quorum_leader_node(cluster.controllers).name
+    return quorum_violations(copies, leader, voters)  # type: ignore[arg-type]
+
+
+# How long the metadata log's copies get to agree after the heal. A voter that led an epoch
+# alone while isolated holds records of that epoch past the new leader's; it truncates them
+# only once it has heard of the new epoch and fetched with its diverging epoch (KIP-595),
+# seen on 4.4.0 half a second after it became a follower, which can be after the
+# partitions converged.
+METADATA_SETTLE_SECONDS = 60.0
+
+
+def metadata_settled(run_dir: Path) -> str | None:
+    """`metadata_divergence` once the copies agree, or as it stands when they still do not
+    after METADATA_SETTLE_SECONDS: a divergence that outlives that is the cluster's."""
+    try:
+        return wait_until(
+            lambda: metadata_divergence(run_dir),
+            lambda split: split is None,
+            what="the metadata log's copies to agree",
+            timeout=METADATA_SETTLE_SECONDS,
+        )
+    except WaitTimeout as exc:
+        return str(exc.last)

@@ -33,6 +33,7 @@ from suites.explore.export import (  # noqa: F401 (each registers its family's e
     links,
     processes,
     txn,
+    voters,
     waits,
     writes,
 )
@@ -114,12 +115,12 @@ def _rewrite(props: dict[str, str], node: Node, nodes: list[Node]) -> dict[str, 
     else:
         out.pop("advertised.listeners", None)
     if "controller.quorum.voters" in props:
-        voters = []
+        quorum = []
         for voter in props["controller.quorum.voters"].split(","):
             vid, _, host = voter.partition("@")
             target = by_name[host.split(":")[0]]
-            voters.append(f"{vid}@{target.addr}:{_port(target.controller_port)}")
-        out["controller.quorum.voters"] = ",".join(voters)
+            quorum.append(f"{vid}@{target.addr}:{_port(target.controller_port)}")
+        out["controller.quorum.voters"] = ",".join(quorum)
     out["log.dirs"] = ",".join(
         d.replace("/logfork/", f"@WORK@/{node.name}/") for d in props["log.dirs"].split(",")
     )
@@ -230,7 +231,7 @@ def _header(
     boot = ",".join(f"$(node_addr {n.index}):$((PORT_BASE + {n.port}))" for n in nodes if n.broker)
     names = " ".join(n.name for n in nodes)
     brokers = " ".join(n.name for n in nodes if n.broker)
-    voters = " ".join(n.name for n in nodes if n.controller_port is not None)
+    controllers = " ".join(n.name for n in nodes if n.controller_port is not None)
     controller = next(n.name for n in nodes if n.controller_port is not None)
     tool_vars = "\n".join(
         f"{k}=$(pick_class {' '.join(v)})" for k, v in sorted(TOOL_CLASSES.items())
@@ -278,7 +279,7 @@ NETWORKED={int(networked)}
 NET=${{NET:-10.$((PORT_BASE / 256 % 256)).$((PORT_BASE % 256))}}
 NODES="{names}"
 BROKER_NODES="{brokers}"
-CONTROLLERS="{voters}"
+CONTROLLERS="{controllers}"
 METADATA_NODE={controller}
 pick_class() {{  # the first of these classes the jars hold (a jar lists its entries plainly)
   local c

@@ -8,6 +8,7 @@ from suites.explore.live import (  # noqa: F401 - each registers its kinds' acti
     quorum,
     reassign,
     txn,
+    voters,
     waits,
     writes,
 )

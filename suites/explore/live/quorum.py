@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from faults import controller as controller_faults
 from faults import network, process
+from faults.voters import reachable_voters
 from fixtures.cluster import Cluster
+from fixtures.nodes import Node
 from observe.controller import active_controller
 from runrecord.schedule_roles import Skip
 from runrecord.steps.quorum import ACTIVE, Quorum
@@ -23,12 +25,11 @@ def quorum_fault(
     """A fault of the KRaft quorum, proven: a kill, pause or isolation of the active
     controller is followed by another voter leading (while a majority is left); a
     restart or resume by the voter running again."""
-    voters = {i: node for i, node in enumerate(cluster.controllers, start=1)}
+    voters = {controller_number(n): n for n in cluster.voter_nodes if not cluster.voter_gone(n)}
     leader = active_controller(cluster)
-    if step.voter == ACTIVE:
-        number = next(i for i, node in voters.items() if node is leader)
-    else:
-        number = int(step.voter)
+    number = controller_number(leader) if step.voter == ACTIVE else int(step.voter)
+    if number not in voters:
+        raise Skip(f"controller {number} does not vote")
     node = voters[number]
     status = node.status()
     wanted = {"restart": "exited", "resume": "paused"}.get(step.action, "running")
@@ -59,14 +60,19 @@ def quorum_fault(
     return {"voter": number, "quorum_leader": now.name}
 
 
+def controller_number(node: Node) -> int:
+    """A controller's number in a schedule: 1 is c1 (a combined node: its broker id)."""
+    return int(node.name[1:])
+
+
 def majority_up(cluster: Cluster, voter_cuts: dict[str, network.LinkCut]) -> bool:
     """Whether a majority of the KRaft voters runs and reaches the others (ZooKeeper mode:
-    always; a schedule never stops ZooKeeper). Without one nobody unfences a broker."""
+    always; a schedule never stops ZooKeeper). Without one nobody unfences a broker. A
+    voter whose voting incarnation lost its disk counts, as one that never answers."""
     if cluster.mode != "kraft":
         return True
-    voters = cluster.controllers
-    up = [n for n in voters if n.status() == "running" and n.name not in voter_cuts]
-    return len(up) >= len(voters) // 2 + 1
+    up = reachable_voters(cluster, voter_cuts)
+    return len(up) >= len(cluster.voter_nodes) // 2 + 1
 
 
 @action(Quorum)
