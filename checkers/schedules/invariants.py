@@ -52,12 +52,13 @@ def leader_lacks_its_epoch(lineages: Any, leader: int, leader_epoch: int | None)
     )
 
 
-def metadata_divergence(run_dir: Path) -> str | None:
+def metadata_divergence(*inputs: Path) -> str | None:
     """KRaft: the metadata log as every controller and broker holds it (copied with the
     schedule's evidence) must agree wherever two copies overlap: each voter's log is the
     quorum's up to what it committed, and each broker applied a prefix of it (KIP-595).
-    What the audit says where they do not, or None."""
-    run = execute(plan_audit([run_dir], METADATA_TOPICS[0]), Protocol.DIVERGING_EPOCH)
+    What the audit says where they do not, or None. `inputs`: run dirs, or the nodes' log
+    dirs holding the metadata log."""
+    run = execute(plan_audit(list(inputs), METADATA_TOPICS[0]), Protocol.DIVERGING_EPOCH)
     for v in run.result.partitions:
         if v.topic == METADATA_TOPICS[0] and v.status == "diverged":
             return f"replicas {v.replicas} of the metadata log diverged at offset {v.diverged_at}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from checkers.audit.plan import plan_audit
@@ -23,7 +22,6 @@ from checkers.schedules.judge import SCHEDULE_PARTITION, Observed, StateSeen
 from checkers.transactions import TransactionFindings
 from checkers.txn_reads import LOST_WRITE, TxnReadCheck
 from fixtures.cluster import Cluster
-from fixtures.waiting import WaitTimeout, wait_until
 from observe import kraft
 from observe.stable import StableOffsets
 from observe.state import PartitionState
@@ -103,7 +101,7 @@ def observe(ctx: RunContext, topic: str, live: Live, healed: Healed) -> dict[int
     verdicts = {v.partition: v for v in audit.partitions if v.topic == topic}
     errors = [str(e.error) for e in audit.errors]
     metadata = kraft.metadata_log(ctx.cluster.controllers) if ctx.cluster.mode == "kraft" else None
-    metadata_split = metadata_settled(ctx.run.path) if metadata is not None else None
+    metadata_split = metadata_divergence(ctx.run.path) if metadata is not None else None
     quorum = quorum_judged(ctx.cluster) if metadata is not None else None
     out: dict[int, Observed] = {}
     for p in partitions:
@@ -190,25 +188,3 @@ def quorum_judged(cluster: Cluster) -> str | None:
         voters = {cluster.node(name).node_id: d for name, d in cluster.voter_dirs.items()}
     leader = kraft.quorum_leader_node(cluster.controllers).name
     return quorum_violations(copies, leader, voters)  # type: ignore[arg-type]
-
-
-# How long the metadata log's copies get to agree after the heal. A voter that led an epoch
-# alone while isolated holds records of that epoch past the new leader's; it truncates them
-# only once it has heard of the new epoch and fetched with its diverging epoch (KIP-595),
-# seen on 4.4.0 half a second after it became a follower, which can be after the
-# partitions converged.
-METADATA_SETTLE_SECONDS = 60.0
-
-
-def metadata_settled(run_dir: Path) -> str | None:
-    """`metadata_divergence` once the copies agree, or as it stands when they still do not
-    after METADATA_SETTLE_SECONDS: a divergence that outlives that is the cluster's."""
-    try:
-        return wait_until(
-            lambda: metadata_divergence(run_dir),
-            lambda split: split is None,
-            what="the metadata log's copies to agree",
-            timeout=METADATA_SETTLE_SECONDS,
-        )
-    except WaitTimeout as exc:
-        return str(exc.last)

@@ -14,6 +14,7 @@ renders it.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import secrets
 import time
@@ -25,6 +26,7 @@ from typing import Any
 from basics.errors import NotReached, SetupError
 from basics.releases import Release
 from checkers.schedules.comparison import compare
+from checkers.schedules.invariants import metadata_divergence
 from checkers.schedules.judge import (
     BACKGROUND_PARTITION,
     SCHEDULE_PARTITION,
@@ -34,7 +36,7 @@ from checkers.schedules.judge import (
 )
 from checkers.simulate import Prediction, Simulator, simulate
 from checkers.txn_reads import TxnReadCheck
-from fixtures.waiting import NOT_REACHED, not_reached_summary
+from fixtures.waiting import NOT_REACHED, WaitTimeout, not_reached_summary, wait_until
 from observe.stable import StableOffsets
 from observe.state import StateRecorder
 from observe.timeline import Timeline
@@ -361,6 +363,7 @@ def _body(
             f"the replicas of {topic} converging or stalling within {CONVERGE_TIMEOUT:.0f} s",
             f"still changing: {convergence.partitions}",
         )
+    _metadata_settled(cluster)
     timeline.phase("check")
     copy_evidence(cluster, topic, ctx.run, node_marks)
     transactional = txn.uses_transactions(schedule)
@@ -441,3 +444,28 @@ def _probe(ctx: RunContext, topic: str, leader: int) -> None:
     )
     if not all(s.ok for s in sends):
         raise Unhealthy(f"an acks=all write to {topic}-{BACKGROUND_PARTITION}: {sends[0].error}")
+
+
+# How long the metadata log's copies get to agree after the heal. A voter that led an epoch
+# alone while isolated holds records of that epoch past the new leader's; it truncates them
+# only once it has heard of the new epoch and fetched with its diverging epoch (KIP-595),
+# seen on 4.4.0 half a second after it became a follower, which can be after the
+# partitions converged.
+METADATA_SETTLE_SECONDS = 60.0
+
+
+def _metadata_settled(cluster: Any) -> None:
+    """KRaft: wait, before the evidence is copied, until every node's metadata log agrees
+    with the others' (`metadata_divergence` over the live nodes' dirs), for at most
+    METADATA_SETTLE_SECONDS: a divergence that outlives that is the cluster's, and the
+    copies then show it."""
+    if cluster.mode != "kraft":
+        return
+    dirs = [n.data_dir for n in cluster.nodes.values() if n.role.name != "zookeeper"]
+    with contextlib.suppress(WaitTimeout):
+        wait_until(
+            lambda: metadata_divergence(*dirs),
+            lambda split: split is None,
+            what="the metadata log's copies to agree",
+            timeout=METADATA_SETTLE_SECONDS,
+        )
